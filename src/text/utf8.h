@@ -44,43 +44,12 @@ inline DecodedChar DecodeUtf8At(std::string_view s, size_t pos) {
 }
 
 // Decodes a whole string.
-inline std::vector<DecodedChar> DecodeUtf8(std::string_view s) {
-  std::vector<DecodedChar> out;
-  out.reserve(s.size());
-  for (size_t pos = 0; pos < s.size();) {
-    DecodedChar d = DecodeUtf8At(s, pos);
-    out.push_back(d);
-    pos += d.length;
-  }
-  return out;
-}
+std::vector<DecodedChar> DecodeUtf8(std::string_view s);
 
 // True when every byte of `s` is part of well-formed UTF-8.
-inline bool IsValidUtf8(std::string_view s) {
-  for (size_t pos = 0; pos < s.size();) {
-    DecodedChar d = DecodeUtf8At(s, pos);
-    if (!d.valid) return false;
-    pos += d.length;
-  }
-  return true;
-}
+bool IsValidUtf8(std::string_view s);
 
-inline void AppendUtf8(char32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+// Appends the UTF-8 encoding of `cp` (a valid scalar value) to `out`.
+void AppendUtf8(char32_t cp, std::string* out);
 
 }  // namespace surge::text
