@@ -1,0 +1,2 @@
+// placeholder so the module library has a source; replaced by the module's code.
+namespace surge::engine {}

@@ -1,0 +1,80 @@
+// The backend interface: what the builder and the runtime ask of a device backend (cpu, cuda).
+//
+// Build time: Lower() turns an optimised graph (fused Surge ops + generic ONNX ops, symbolic
+// shapes) into an opaque blob stored in the plan's tactics section: pre-packed weights, chosen
+// algorithms, memory plan. Run time: Load() makes a BackendEngine from the same graph (constants
+// view the mapped plan) and that blob; the engine is immutable and shared; each BackendContext
+// owns activations/streams and is used by one thread at a time.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "engine/ir/graph.h"
+#include "engine/runtime/profile.h"
+
+namespace surge::engine {
+
+enum class Precision { kFp32, kFp16, kBf16, kInt8, kFp8 };
+std::string_view PrecisionName(Precision p);
+Result<Precision> ParsePrecision(std::string_view name);
+
+struct BuilderConfig {
+  std::string backend = "cpu";
+  Precision precision = Precision::kFp32;
+  Profile profile;
+  int num_threads = 0;              // 0: all cores
+  bool padding_free = true;         // pack tokens for recognised encoders (where supported)
+  size_t memory_budget_bytes = 0;   // 0: unlimited
+  std::string timing_cache_path;    // backends that time tactics keep results here
+};
+
+struct EngineOptions {
+  int num_threads = 0;              // 0: as built
+  size_t memory_budget_bytes = 0;   // 0: unlimited
+};
+
+class BackendContext {
+ public:
+  virtual ~BackendContext() = default;
+  // `inputs` in graph-input order with concrete shapes (already checked against the profile).
+  // Fills `outputs` in graph-output order; the tensors own their memory (or view memory owned by
+  // this context that stays valid until the next Execute).
+  virtual Status Execute(std::span<const Tensor> inputs, std::vector<Tensor>* outputs) = 0;
+};
+
+class BackendEngine {
+ public:
+  virtual ~BackendEngine() = default;
+  virtual Result<std::unique_ptr<BackendContext>> CreateContext() = 0;
+  // Human-readable summary for `surge inspect`: kernels per node, memory plan, weights layout.
+  virtual std::string Describe() const { return {}; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  // Identifies the hardware a plan's tactics are valid for ("x86_64-avx512", "sm_90a").
+  virtual std::string DeviceArch() const = 0;
+  virtual Result<std::string> Lower(const ir::Graph& graph, const BuilderConfig& config) = 0;
+  virtual Result<std::unique_ptr<BackendEngine>> Load(std::shared_ptr<const ir::Graph> graph,
+                                                      std::span<const uint8_t> tactics,
+                                                      const BuilderConfig& built_with,
+                                                      const EngineOptions& options) = 0;
+};
+
+// The registry is filled once, on first lookup, by RegisterBuiltinBackends() (defined in
+// engine/backends/builtin.cc: cpu, and cuda when built with SURGE_CUDA).
+void RegisterBackend(std::unique_ptr<Backend> backend);
+void RegisterBuiltinBackends();
+// nullptr when no backend of that name was built in.
+Backend* FindBackend(std::string_view name);
+std::vector<std::string> BackendNames();
+
+}  // namespace surge::engine
