@@ -32,6 +32,10 @@ struct Value {
   DType dtype = DType::kUndefined;
   std::optional<SymShape> shape;  // unknown until shape inference
   Tensor constant;                // defined() for weights and folded constants
+  // For small int64 tensors (rank 0/1) whose elements are known symbolically — the outputs of
+  // Shape, and what Gather/Concat/Unsqueeze/arithmetic make of them — the element values.
+  // Lets shape inference resolve Reshape/Expand/ConstantOfShape targets like [batch, seq, 12, 64].
+  std::optional<std::vector<Dim>> sym_data;
   int producer = -1;              // index of the producing node, -1 for inputs and constants
 
   bool is_constant() const { return constant.defined(); }
