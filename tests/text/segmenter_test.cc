@@ -282,6 +282,33 @@ TEST(Segmenter, UserDictionaryFormat) {
   EXPECT_EQ(s->Lookup("李小福"), 2);
 }
 
+TEST(Segmenter, UserDictionaryMatchesJiebaLoadUserdict) {
+  auto s = Fresh();
+  ASSERT_TRUE(s);
+  // Expected totals and words from jieba 0.42.1 after jieba.load_userdict() of the same text:
+  // BOM, suggested frequencies, frequency 0 (forced split), tags, spaces, blank lines.
+  EXPECT_EQ(s->total(), 60101967);
+  ASSERT_TRUE(
+      s->LoadUserDictText("\xEF\xBB\xBF推理革命 100 n\nAI推理\n杭研 0\n中国人工 3 nz\n的一 50\n"
+                          "清华 0\nGPU加速 20000 n\nmulti word 7\na1.2 4\n国大 9 x\n理起小\n"
+                          "  北京大厦  \n\n大学 1\n",
+                          "user.txt")
+          .ok());
+  EXPECT_EQ(s->total(), 60122144);
+  EXPECT_EQ(s->Lookup("AI推理"), 1);
+  EXPECT_EQ(s->Lookup("multi word"), 7);
+  for (bool hmm : {true, false}) {
+    EXPECT_EQ(s->LCut("他说AI推理革命来了", hmm),
+              (Words{"他", "说", "AI推理", "革命", "来", "了"}));
+    EXPECT_EQ(s->LCut("网易杭研大厦", hmm), (Words{"网易", "杭", "研", "大厦"}));
+    EXPECT_EQ(s->LCut("清华大学和中国人工智能", hmm),
+              (Words{"清华大学", "和", "中国", "人工智能"}));
+    EXPECT_EQ(s->LCut("用GPU加速的multi word a1.2 测试", hmm),
+              (Words{"用", "GPU加速", "的", "multi", " ", "word", " ", "a1.2", " ", "测试"}));
+    EXPECT_EQ(s->LCut("北京大厦", hmm), (Words{"北京大厦"}));
+  }
+}
+
 TEST(Segmenter, AddWordIsSafeAgainstConcurrentCuts) {
   auto s = Fresh();
   ASSERT_TRUE(s);
