@@ -4,7 +4,8 @@
 //
 // Fused Surge ops (domain "surge"), shared by every backend:
 //   Linear(X[...,K], W[K,N], B[N]?, R[...,N]?) -> Y[...,N]
-//       attrs: activation = "none" | "gelu" | "gelu_tanh" (applied after bias, before residual)
+//       attrs: activation = "none" | "gelu" | "gelu_tanh" | "tanh" | "relu" (applied after bias,
+//              before residual)
 //   Gelu(X) -> Y                      attrs: approximate = "none" | "tanh"
 //   LayerNorm(X, gamma[H], beta[H]) -> Y         attrs: epsilon (over the last axis)
 //   SkipLayerNorm(X, skip, gamma, beta, bias?) -> Y, Sum?
