@@ -2,6 +2,7 @@
 // Prints one JSON object: lines, bytes, words, load_seconds, seconds (median of --repeats),
 // per-repeat seconds. With --words-out, writes each line's words as a JSON array (for checking
 // against jieba). Usage: segment_bench --corpus FILE [--repeats N] [--no-hmm] [--words-out FILE]
+// [--dict FILE] [--user-dict FILE]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,7 +16,7 @@
 #include "text/segmenter.h"
 
 int main(int argc, char** argv) {
-  std::string corpus, words_out, dict;
+  std::string corpus, words_out, dict, user_dict;
   int repeats = 5;
   bool hmm = true;
   for (int i = 1; i < argc; ++i) {
@@ -35,6 +36,8 @@ int main(int argc, char** argv) {
       words_out = next();
     else if (a == "--dict")
       dict = next();
+    else if (a == "--user-dict")
+      user_dict = next();
     else if (a == "--no-hmm")
       hmm = false;
     else {
@@ -60,6 +63,7 @@ int main(int argc, char** argv) {
 
   surge::text::SegmenterOptions o;
   o.dict_path = dict;
+  if (!user_dict.empty()) o.user_dict_paths.push_back(user_dict);
   auto t0 = std::chrono::steady_clock::now();
   auto seg = surge::text::Segmenter::Create(o);
   double load = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -59,9 +59,19 @@ struct Segmenter::Snapshot {
   std::shared_ptr<const HmmModel> hmm;
   WordFreqMap overlay;  // added words and their new prefixes; overrides `base`
   WordSet force_split;  // words added with frequency 0
+  // Every prefix of every added word, and a bitset of their first code points (BMP; other
+  // planes always pass), so that a DAG walk only consults the overlay where it can match.
+  WordSet overlay_prefixes;
+  std::vector<uint64_t> overlay_first;
   int64_t total = 0;
   double log_total = 0;
   size_t added_words = 0;
+
+  bool MayStartOverlayWord(char32_t c) const {
+    if (overlay.empty()) return false;
+    if (c >= 0x10000) return true;
+    return (overlay_first[c >> 6] >> (c & 63)) & 1;
+  }
 
   std::optional<int64_t> Lookup(std::string_view w) const {
     if (!overlay.empty()) {
@@ -140,7 +150,6 @@ class CutRun {
   // jieba's get_DAG + calc for cps[b..e): fills route_next (absolute end index, inclusive).
   void Route(size_t b, size_t e) {
     const PrefixDict& dict = *s_.base;
-    const bool overlay = !s_.overlay.empty();
     const char32_t* cps = sc_.cps.data();
     size_t n = e - b;
     sc_.dag_start.resize(n + 1);
@@ -150,6 +159,7 @@ class CutRun {
       sc_.dag_start[k - b] = static_cast<uint32_t>(sc_.dag_end.size());
       size_t first = sc_.dag_end.size();
       PrefixDict::NodeId node = PrefixDict::kRoot;
+      bool overlay = s_.MayStartOverlayWord(cps[k]);
       for (size_t i = k; i < e; ++i) {
         bool in = false;
         int64_t freq = 0;
@@ -163,7 +173,13 @@ class CutRun {
           }
         }
         if (overlay) {
-          auto it = s_.overlay.find(Bytes(k, i + 1));
+          std::string_view frag = Bytes(k, i + 1);
+          auto it = s_.overlay.end();
+          if (s_.overlay_prefixes.count(frag) == 0) {
+            overlay = false;  // no added word starts with frag
+          } else {
+            it = s_.overlay.find(frag);
+          }
           if (it != s_.overlay.end()) {
             in = true;
             freq = it->second;
@@ -435,9 +451,13 @@ Status Segmenter::AddWordTo(Snapshot* s, std::string_view word, std::optional<in
   s->overlay[std::string(word)] = f;
   s->total += f;
   s->log_total = std::log(static_cast<double>(s->total));
+  if (s->overlay_first.empty()) s->overlay_first.assign(0x10000 / 64, 0);
+  char32_t first = DecodeUtf8At(word, 0).cp;
+  if (first < 0x10000) s->overlay_first[first >> 6] |= uint64_t{1} << (first & 63);
   for (size_t p = 0; p < word.size();) {
     p += DecodeUtf8At(word, p).length;
     std::string_view prefix = word.substr(0, p);
+    s->overlay_prefixes.emplace(prefix);
     if (!s->Lookup(prefix).has_value()) s->overlay.emplace(std::string(prefix), 0);
   }
   if (f == 0) s->force_split.emplace(word);
