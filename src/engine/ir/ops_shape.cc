@@ -83,6 +83,46 @@ Status InferGather(Graph& g, Node& n) {
   return Status::Ok();
 }
 
+Status InferGatherElements(Graph& g, Node& n) {
+  const Value* data = Input(g, n, 0);
+  const Value* idx = Input(g, n, 1);
+  if (data->shape && idx->shape) {
+    if (data->shape->size() != idx->shape->size()) {
+      return NodeError(n, "data {} and indices {} must have the same rank",
+                       SymShapeToString(*data->shape), SymShapeToString(*idx->shape));
+    }
+    SURGE_RETURN_IF_ERROR(
+        NormalizeAxis(n, n.GetInt("axis", 0), static_cast<int64_t>(data->shape->size())).status());
+  }
+  SetOutput(g, n, 0, data->dtype, idx->shape);
+  return Status::Ok();
+}
+
+// GatherND: out = indices.shape[:-1] + data.shape[batch_dims + indices.shape[-1]:].
+Status InferGatherND(Graph& g, Node& n) {
+  const Value* data = Input(g, n, 0);
+  const Value* idx = Input(g, n, 1);
+  if (!data->shape || !idx->shape) {
+    SetOutput(g, n, 0, data->dtype, std::nullopt);
+    return Status::Ok();
+  }
+  const SymShape& ds = *data->shape;
+  const SymShape& is = *idx->shape;
+  int64_t b = n.GetInt("batch_dims", 0);
+  if (is.empty() || !is.back().IsStatic()) {
+    return NodeError(n, "indices {} need a static last dimension", SymShapeToString(is));
+  }
+  int64_t k = is.back().StaticValue();
+  if (b < 0 || b + k > static_cast<int64_t>(ds.size()) || b >= static_cast<int64_t>(is.size())) {
+    return NodeError(n, "indices {} (batch_dims {}) do not fit data {}", SymShapeToString(is), b,
+                     SymShapeToString(ds));
+  }
+  SymShape out(is.begin(), is.end() - 1);
+  out.insert(out.end(), ds.begin() + b + k, ds.end());
+  SetOutput(g, n, 0, data->dtype, out);
+  return Status::Ok();
+}
+
 // Axes from input 1 (opset >= 13) or the "axes" attribute; nullopt when not static.
 std::optional<std::vector<int64_t>> AxesOf(const Graph& g, const Node& n, size_t input) {
   if (n.input(input) >= 0) return InputStaticData(g, n, input);
@@ -615,6 +655,8 @@ void RegisterShapeOps() {
   Define("", "Shape", 1, 1, 1, 1, InferShape);
   Define("", "Size", 1, 1, 1, 1, InferSize);
   Define("", "Gather", 2, 2, 1, 1, InferGather);
+  Define("", "GatherElements", 2, 2, 1, 1, InferGatherElements);
+  Define("", "GatherND", 2, 2, 1, 1, InferGatherND);
   Define("", "Unsqueeze", 1, 2, 1, 1, InferUnsqueeze);
   Define("", "Squeeze", 1, 2, 1, 1, InferSqueeze);
   Define("", "Concat", 1, -1, 1, 1, InferConcat);
