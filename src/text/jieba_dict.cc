@@ -95,6 +95,7 @@ Result<PrefixDict> PrefixDict::Parse(std::string_view contents, std::string_view
   PrefixDict d;
   size_t capacity = std::bit_ceil(std::max<size_t>(16, node_bound + node_bound / 2 + 1));
   d.table_.resize(capacity);
+  d.freqs_.assign(capacity, 0);
   d.mask_ = capacity - 1;
   d.shift_ = 64 - std::countr_zero(capacity);
   for (const RawEntry& r : raw) {
@@ -104,13 +105,15 @@ Result<PrefixDict> PrefixDict::Parse(std::string_view contents, std::string_view
       node = d.Insert(node, c.cp);
       p += c.length;
     }
-    Entry& e = d.table_[node - 1];
-    if (e.freq == 0 && r.freq != 0) ++d.num_words_;
-    e.freq = r.freq;
+    int64_t& f = d.freqs_[node - 1];
+    if (f == 0 && r.freq != 0) ++d.num_words_;
+    f = r.freq;
     d.total_ += r.freq;
   }
-  for (Entry& e : d.table_) {
-    if (e.key != 0) e.log_freq = std::log(static_cast<double>(e.freq > 0 ? e.freq : 1));
+  for (size_t i = 0; i < capacity; ++i) {
+    if (d.table_[i].key != 0 && d.freqs_[i] > 0) {
+      d.table_[i].log_freq = std::log(static_cast<double>(d.freqs_[i]));
+    }
   }
   return d;
 }

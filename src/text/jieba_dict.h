@@ -42,8 +42,10 @@ class PrefixDict {
       i = (i + 1) & mask_;
     }
   }
-  // Frequency (0 for pure prefixes) and log(max(freq, 1)) of a node other than the root.
-  int64_t Freq(NodeId node) const { return table_[node - 1].freq; }
+  // Frequency (0 for pure prefixes) of a node other than the root.
+  int64_t Freq(NodeId node) const { return freqs_[node - 1]; }
+  // log(freq) of a node other than the root, or -1 when its frequency is 0 (kept next to the
+  // key so the hot DAG walk touches one cache line per step).
   double LogFreq(NodeId node) const { return table_[node - 1].log_freq; }
 
   // Node of a whole UTF-8 string (kNone when absent; invalid bytes never match).
@@ -52,13 +54,14 @@ class PrefixDict {
   int64_t total() const { return total_; }
   size_t num_words() const { return num_words_; }
   size_t num_nodes() const { return num_nodes_; }
-  size_t memory_bytes() const { return table_.size() * sizeof(Entry); }
+  size_t memory_bytes() const {
+    return table_.size() * sizeof(Entry) + freqs_.size() * sizeof(int64_t);
+  }
 
  private:
   struct Entry {
     uint64_t key = 0;  // MakeKey(parent, cp); 0 = empty slot
-    int64_t freq = 0;
-    double log_freq = 0.0;
+    double log_freq = -1.0;
   };
   static uint64_t MakeKey(NodeId parent, char32_t cp) {
     return ((static_cast<uint64_t>(parent) << 21) | static_cast<uint64_t>(cp)) + 1;
@@ -69,6 +72,7 @@ class PrefixDict {
   NodeId Insert(NodeId parent, char32_t cp);
 
   std::vector<Entry> table_;
+  std::vector<int64_t> freqs_;  // per slot, read off the hot path
   size_t mask_ = 0;
   int shift_ = 64;
   int64_t total_ = 0;

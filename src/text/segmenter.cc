@@ -168,8 +168,8 @@ class CutRun {
           node = dict.Child(node, cps[i]);
           if (node != PrefixDict::kNone) {
             in = true;
-            freq = dict.Freq(node);
             logf = dict.LogFreq(node);
+            freq = logf >= 0 ? 1 : 0;  // only "non-zero" matters here
           }
         }
         if (overlay) {
