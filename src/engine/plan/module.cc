@@ -1,2 +1,0 @@
-// placeholder so the module library has a source; replaced by the module's code.
-namespace surge::engine {}
