@@ -221,6 +221,26 @@ TEST(Segmenter, OneMegabyteTextEqualsLineByLine) {
   EXPECT_TRUE(got == want);
 }
 
+TEST(Segmenter, OneMegabyteHanBlockWithoutSeparators) {
+  Segmenter& s = Shared();
+  std::string unit = "中华人民共和国成立了AI推理革命新词发现";
+  std::string big;
+  while (big.size() < (1u << 20)) big += unit;
+  std::vector<WordSpan> spans = {{0, 0}};  // Cut appends
+  s.Cut(big, &spans);
+  ASSERT_GT(spans.size(), 1u);
+  uint64_t pos = 0;
+  for (size_t i = 1; i < spans.size(); ++i) {
+    ASSERT_EQ(spans[i].offset, pos);
+    pos += spans[i].size;
+  }
+  EXPECT_EQ(pos, big.size());
+  // jieba 0.42.1 on two units.
+  Words two = {"中华人民共和国", "成立", "了", "AI", "推理", "革命", "新词", "发现"};
+  two.insert(two.end(), two.begin(), two.end());
+  EXPECT_EQ(s.LCut(unit + unit), two);
+}
+
 TEST(Segmenter, AddWordMakesOneWord) {
   auto s = Fresh();
   ASSERT_TRUE(s);
