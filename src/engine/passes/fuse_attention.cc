@@ -164,6 +164,21 @@ struct MaskEval {
     if (!n.domain.empty()) return std::nullopt;
     const std::string& op = n.op_type;
     if (op == "Unsqueeze" || op == "Expand" || op == "Identity") return Eval(n.input(0));
+    if (op == "Reshape" || op == "Squeeze") {
+      // Only reshapes that add or drop unit dims (an Unsqueeze in disguise) keep the key axis.
+      const auto& si = m.value(n.input(0)).shape;
+      const auto& so = m.value(n.outputs[0]).shape;
+      if (!si || !so) return std::nullopt;
+      auto squeeze = [](const ir::SymShape& s) {
+        ir::SymShape r;
+        for (const ir::Dim& d : s) {
+          if (d != ir::Dim(1)) r.push_back(d);
+        }
+        return r;
+      };
+      if (squeeze(*si) != squeeze(*so)) return std::nullopt;
+      return Eval(n.input(0));
+    }
     if (op == "Slice") {
       // Only slices that keep every element from the start ([:, None, None, :] in dynamo graphs).
       auto starts = m.IntsConst(n.input(1));

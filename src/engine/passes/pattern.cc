@@ -8,12 +8,27 @@ namespace surge::engine::passes {
 
 Matcher::Matcher(ir::Graph& g)
     : g_(g),
-      uses_(g.UseCounts()),
-      consumers_(g.Consumers()),
+      uses_(g.values.size(), 0),
+      consumers_(g.values.size()),
       claimed_(g.nodes.size(), false),
       is_output_(g.values.size(), false) {
   for (int o : g.outputs) {
-    if (o >= 0) is_output_[o] = true;
+    if (o >= 0) {
+      is_output_[o] = true;
+      ++uses_[o];
+    }
+  }
+  // Shape/Size read only the shape, which a fused node keeps: they are not data uses. Where they
+  // stay live after a fusion, the replaced producer stays too, so the graph remains correct.
+  for (size_t n = 0; n < g.nodes.size(); ++n) {
+    const ir::Node& node = g.nodes[n];
+    if (node.domain.empty() && (node.op_type == "Shape" || node.op_type == "Size")) continue;
+    for (int in : node.inputs) {
+      if (in < 0) continue;
+      ++uses_[in];
+      auto& c = consumers_[in];
+      if (c.empty() || c.back() != static_cast<int>(n)) c.push_back(static_cast<int>(n));
+    }
   }
 }
 

@@ -37,7 +37,7 @@ class Matcher {
   // nullptr otherwise.
   const ir::Node* Producer(int v, std::string_view op) const;
   int ProducerIndex(int v) const { return v < 0 ? -1 : g_.values[v].producer; }
-  // Uses of `v` (node inputs and graph outputs) in the snapshot.
+  // Data uses of `v` (node inputs other than Shape/Size, and graph outputs) in the snapshot.
   int Uses(int v) const { return v < 0 ? 0 : uses_[v]; }
   const std::vector<int>& Consumers(int v) const { return consumers_[v]; }
   bool IsGraphOutput(int v) const;
