@@ -87,6 +87,28 @@ std::optional<double> ScalarFactor(const Matcher& m, const ir::Node& n, int* ope
   return std::nullopt;
 }
 
+// Reshape([a*b, c, d]) → Transpose([0,2,1]) → Reshape([a,b,d,c]) of t[a,b,c,d]: the last-two-axes
+// swap of ONNX's SDPA function for a 4-D key. Sets *t and appends the two inner nodes.
+bool SwapsLastTwo(const Matcher& m, const ir::Node& outer, int* t, std::vector<int>* nodes) {
+  int tv = outer.input(0);
+  const ir::Node* tr = m.Producer(tv, "Transpose");
+  if (!tr || m.Uses(tv) != 1 || tr->GetInts("perm") != std::vector<int64_t>{0, 2, 1}) return false;
+  int rv = tr->input(0);
+  const ir::Node* r3 = m.Producer(rv, "Reshape");
+  if (!r3 || m.Uses(rv) != 1) return false;
+  const auto& st = m.value(r3->input(0)).shape;
+  const auto& s3 = m.value(rv).shape;
+  const auto& so = m.value(outer.outputs[0]).shape;
+  if (!st || !s3 || !so || st->size() != 4 || s3->size() != 3 || so->size() != 4) return false;
+  const ir::SymShape& a = *st;
+  if ((*s3)[0] != a[0] * a[1] || (*s3)[1] != a[2] || (*s3)[2] != a[3]) return false;
+  if ((*so)[0] != a[0] || (*so)[1] != a[1] || (*so)[2] != a[3] || (*so)[3] != a[2]) return false;
+  *t = r3->input(0);
+  nodes->push_back(m.ProducerIndex(tv));
+  nodes->push_back(m.ProducerIndex(rv));
+  return true;
+}
+
 bool TraceHead(const Matcher& m, int v, HeadPath* p) {
   std::vector<std::vector<int64_t>> perms;  // in backward order
   while (true) {
@@ -103,6 +125,9 @@ bool TraceHead(const Matcher& m, int v, HeadPath* p) {
     } else if (auto f = ScalarFactor(m, n, &operand)) {
       p->scale *= *f;
       v = operand;
+    } else if (int t = -1; n.op_type == "Reshape" && SwapsLastTwo(m, n, &t, &p->nodes)) {
+      perms.push_back({0, 1, 3, 2});
+      v = t;
     } else if (n.op_type == "Reshape") {
       auto dims = ReshapeDims(m, n);
       if (!dims || dims->size() != 4) return false;
@@ -289,7 +314,7 @@ bool TraceScores(const Matcher& m, int v, Match* mt, std::string* why) {
         MaskEval me{m, -1, m.graph().inputs};
         auto bias = me.Eval(n.input(1 - k));
         if (!bias || me.input < 0) {
-          last_why = "mask bias does not trace to one [B,S] graph input";
+          if (last_why.empty()) last_why = "mask bias does not trace to one [B,S] graph input";
           continue;
         }
         if (bias->first != 0 || !VeryNegative(bias->second)) {
