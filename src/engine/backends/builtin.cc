@@ -1,4 +1,7 @@
 #include "engine/backends/cpu/cpu_backend.h"
+#ifdef SURGE_WITH_CUDA
+#include "engine/backends/cuda/cuda_backend.h"
+#endif
 #include "engine/runtime/backend.h"
 
 namespace surge::engine {
@@ -6,7 +9,7 @@ namespace surge::engine {
 void RegisterBuiltinBackends() {
   RegisterBackend(cpu::CreateCpuBackend());
 #ifdef SURGE_WITH_CUDA
-  // The CUDA backend registers here once it exists.
+  RegisterBackend(cuda::CreateCudaBackend());
 #endif
 }
 

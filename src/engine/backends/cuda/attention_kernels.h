@@ -1,0 +1,36 @@
+// Fused multi-head self-attention, flash-attention style: one pass over the keys per 64-query tile
+// with an online softmax (running max and sum in float32), Q·Kᵀ and P·V on tensor cores (WMMA
+// 16x16x16, FP16/BF16 operands, float32 accumulation). Scores never reach device memory.
+//
+// Layout (the surge::Attention contract): QKV rows are [Q | K | V], each head-major, so head h of
+// token t reads qkv[t*3H + h*d .. +d] (Q), +H (K), +2H (V); output row t is [H] head-major.
+//
+// Two forms:
+//   packed (cu_seqlens != null): sequence b owns token rows cu_seqlens[b] .. cu_seqlens[b+1]-1 of a
+//     [T, 3H] tensor (padding-free; no mask needed);
+//   padded (cu_seqlens == null): batch b owns rows b*seq .. b*seq+seq-1; key_mask[b*seq+k] == 0
+//     marks padding keys. A row whose keys are all padding averages every key (as the reference).
+#pragma once
+
+#include "engine/backends/cuda/kernel_common.h"
+
+namespace surge::engine::cuda {
+
+struct AttentionArgs {
+  DataType dtype = DataType::kF16;
+  int batch = 0;
+  int seq = 0;  // padded: sequence length; packed: the longest sequence (grid size)
+  int num_heads = 0;
+  int head_dim = 0;  // 32, 64 or 128
+  float scale = 0.f;
+  const int32_t* cu_seqlens = nullptr;  // [batch+1] or null (padded)
+  const int32_t* key_mask = nullptr;    // padded only: [batch*seq] or null (all real)
+  const void* qkv = nullptr;            // [rows, 3*num_heads*head_dim]
+  void* out = nullptr;                  // [rows, num_heads*head_dim]
+};
+
+bool AttentionCanImplement(const AttentionArgs& args);
+size_t AttentionWorkspaceSize(const AttentionArgs& args);
+cudaError_t AttentionRun(const AttentionArgs& args, void* workspace, cudaStream_t stream);
+
+}  // namespace surge::engine::cuda

@@ -1,0 +1,851 @@
+#include "engine/backends/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <tuple>
+
+#include "core/logging.h"
+#include "engine/backends/cuda/attention_kernels.h"
+#include "engine/backends/cuda/bias_act_kernels.h"
+#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/embed_layer_norm_kernels.h"
+#include "engine/backends/cuda/gemm.h"
+#include "engine/backends/cuda/layer_norm_kernels.h"
+#include "engine/backends/cuda/lowering.h"
+#include "engine/backends/cuda/pack_kernels.h"
+
+namespace surge::engine::cuda {
+namespace {
+
+constexpr size_t kGemmWorkspaceBytes = 32u << 20;
+// Packed token counts are rounded up to this many rows so that one captured CUDA graph serves
+// every batch whose real-token count falls in the same bucket.
+constexpr int64_t kTokenBucket = 32;
+constexpr size_t kAlign = 256;
+
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+std::string DeviceKey() {
+  cudaDeviceProp prop{};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  cudaGetDeviceProperties(&prop, dev);
+  return fmt::format("sm_{}{} {} cublasLt {}", prop.major, prop.minor, prop.name,
+                     cublasLtGetVersion());
+}
+
+struct DeviceFree {
+  void operator()(void* p) const { cudaFree(p); }
+};
+struct HostFree {
+  void operator()(void* p) const { cudaFreeHost(p); }
+};
+using DevicePtr = std::unique_ptr<void, DeviceFree>;
+using PinnedPtr = std::unique_ptr<void, HostFree>;
+
+Result<DevicePtr> DeviceAlloc(size_t bytes, std::string_view what) {
+  void* p = nullptr;
+  cudaError_t err = cudaMalloc(&p, std::max<size_t>(bytes, 1));
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return Status(StatusCode::kResourceExhausted,
+                  fmt::format("cuda: allocating {} MiB for {} failed: {}", bytes >> 20, what,
+                              cudaGetErrorString(err)));
+  }
+  return DevicePtr(p);
+}
+
+struct Extent {
+  int64_t batch = 0, seq = 0;
+};
+
+Result<Extent> ProfileShape(const Program& p, const BuilderConfig& c, bool max) {
+  for (const InputProfile& ip : c.profile.inputs) {
+    if (ip.name == p.ids_name) {
+      const Shape& s = max ? ip.max : ip.opt;
+      if (s.size() == 2 && s[0] > 0 && s[1] > 0) return Extent{s[0], s[1]};
+    }
+  }
+  return InvalidArgumentError(
+      "cuda backend needs an optimisation profile for '{}' ([batch, seq]; e.g. --profile "
+      "{}:1x1,8x128,64x512): activation memory is sized from its max and GEMMs are tuned at its "
+      "opt",
+      p.ids_name, p.ids_name);
+}
+
+// Reads an integer-valued host tensor as int32 (ids, masks).
+Status ReadInts(const Tensor& t, std::string_view name, std::vector<int32_t>* out) {
+  const int64_t n = t.numel();
+  out->resize(static_cast<size_t>(n));
+  switch (t.dtype()) {
+    case DType::kInt64: {
+      const int64_t* s = t.data_as<int64_t>();
+      for (int64_t i = 0; i < n; ++i) {
+        if (s[i] < INT32_MIN || s[i] > INT32_MAX) {
+          return OutOfRangeError("input '{}': value {} at index {} does not fit int32", name, s[i],
+                                 i);
+        }
+        (*out)[i] = static_cast<int32_t>(s[i]);
+      }
+      return Status::Ok();
+    }
+    case DType::kInt32:
+      std::memcpy(out->data(), t.data(), n * 4);
+      return Status::Ok();
+    case DType::kBool:
+    case DType::kUInt8:
+      for (int64_t i = 0; i < n; ++i) (*out)[i] = t.data_as<uint8_t>()[i];
+      return Status::Ok();
+    case DType::kFloat32:
+      for (int64_t i = 0; i < n; ++i) (*out)[i] = t.data_as<float>()[i] != 0.f;
+      return Status::Ok();
+    default:
+      return InvalidArgumentError(
+          "input '{}': dtype {} is not supported (valid: int64, int32, "
+          "bool, float32)",
+          name, DTypeName(t.dtype()));
+  }
+}
+
+Status CheckRange(const std::vector<int32_t>& v, int64_t limit, std::string_view what) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] < 0 || v[i] >= limit) {
+      return OutOfRangeError("{} {} at flat index {} is out of range [0, {})", what, v[i], i,
+                             limit);
+    }
+  }
+  return Status::Ok();
+}
+
+class CudaEngine;
+
+// Per-request shape: what the captured graphs are keyed by.
+struct RunShape {
+  int64_t batch = 0, seq = 0, token_rows = 0;  // token_rows: B*S padded, bucketed T packed
+  bool packed = false;
+  auto Tie() const { return std::tie(batch, seq, token_rows, packed); }
+  bool operator<(const RunShape& o) const { return Tie() < o.Tie(); }
+};
+
+// Offsets of the int32 index arrays inside one pinned host block and its device twin.
+struct IndexLayout {
+  size_t ids, types, positions, row_index, scatter_index, cu_seqlens, key_mask, cls_index, bytes;
+  explicit IndexLayout(int64_t bs, int64_t b) {
+    size_t off = 0;
+    auto take = [&](int64_t n) {
+      const size_t at = off;
+      off += AlignUp(static_cast<size_t>(n) * 4);
+      return at;
+    };
+    ids = take(bs);
+    types = take(bs);
+    positions = take(bs);
+    row_index = take(bs);
+    scatter_index = take(bs);
+    cu_seqlens = take(b + 1);
+    key_mask = take(bs);
+    cls_index = take(b);
+    bytes = off;
+  }
+};
+
+class CudaContext : public BackendContext {
+ public:
+  CudaContext(std::shared_ptr<const CudaEngine> engine) : engine_(std::move(engine)) {}
+  ~CudaContext() override;
+  Status Init();
+  Status Execute(std::span<const Tensor> inputs, std::vector<Tensor>* outputs) override;
+
+ private:
+  Status RunOps(const RunShape& shape);
+  void* Act(int value) const;
+  Result<const GemmPlan*> Plan(size_t op_index, const GemmDesc& desc);
+
+  std::shared_ptr<const CudaEngine> engine_;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  DevicePtr arena_, gemm_ws_, index_dev_, outputs_dev_;
+  PinnedPtr index_host_;
+  size_t reserved_ = 0;
+  bool use_graphs_ = true;
+  std::map<std::pair<size_t, int64_t>, std::unique_ptr<GemmPlan>> gemm_plans_;
+  std::map<RunShape, cudaGraphExec_t> graphs_;
+  std::set<RunShape> uncapturable_;
+};
+
+class CudaEngine : public BackendEngine, public std::enable_shared_from_this<CudaEngine> {
+ public:
+  Status Init(std::shared_ptr<const ir::Graph> graph, std::span<const uint8_t> blob,
+              const BuilderConfig& config, const EngineOptions& options);
+  Result<std::unique_ptr<BackendContext>> CreateContext() override;
+  std::string Describe() const override;
+
+  const ir::Graph& graph() const { return *graph_; }
+  const Program& program() const { return program_; }
+  const Extent& max() const { return max_; }
+  const std::map<int, size_t>& act_offset() const { return act_offset_; }
+  size_t arena_bytes() const { return arena_bytes_; }
+  const std::vector<size_t>& output_offsets() const { return output_offsets_; }
+  size_t outputs_bytes() const { return outputs_bytes_; }
+  const void* Weight(int v) const { return v < 0 ? nullptr : weight_ptr_.at(v); }
+  const GemmAlgo* Tactic(const std::string& key) const {
+    auto it = tactics_.find(key);
+    return it == tactics_.end() ? nullptr : &it->second;
+  }
+  // Reserves device bytes against the budget; the error says what would not fit.
+  Status Reserve(size_t bytes, std::string_view what) const;
+  void Release(size_t bytes) const { reserved_ -= bytes; }
+
+ private:
+  void PlanArena();
+
+  std::shared_ptr<const ir::Graph> graph_;
+  Program program_;
+  Extent max_;
+  DevicePtr weights_;
+  size_t weights_bytes_ = 0;
+  std::map<int, const void*> weight_ptr_;
+  std::map<std::string, GemmAlgo> tactics_;
+  std::map<int, size_t> act_offset_;
+  size_t arena_bytes_ = 0;
+  std::vector<size_t> output_offsets_;  // per graph output: float32 staging offset
+  size_t outputs_bytes_ = 0;
+  size_t budget_ = 0;
+  mutable std::atomic<size_t> reserved_{0};
+};
+
+// ---------------------------------------------------------------------------------------------
+// Engine
+
+int64_t RowsCap(const ActivationInfo& a, const Extent& max) {
+  return a.domain == RowDomain::kTokens ? max.batch * max.seq + 1 : max.batch;
+}
+
+void CudaEngine::PlanArena() {
+  // Liveness over op order; graph outputs live to the end. Largest first, lowest free offset.
+  const int n_ops = static_cast<int>(program_.ops.size());
+  std::map<int, std::pair<int, int>> life;  // value -> [birth, death]
+  for (int i = 0; i < n_ops; ++i) {
+    const LoweredOp& op = program_.ops[i];
+    for (int o : op.outputs) {
+      if (o >= 0) life[o] = {i, i};
+    }
+    for (int in : op.inputs) {
+      auto it = life.find(in);
+      if (it != life.end()) it->second.second = i;
+    }
+  }
+  for (int o : graph_->outputs) life[o].second = n_ops;
+  std::vector<std::pair<size_t, int>> order;
+  for (const auto& [v, info] : program_.activations) {
+    order.push_back({AlignUp(RowsCap(info, max_) * info.cols * 2), v});
+  }
+  std::sort(order.begin(), order.end(), std::greater<>());
+  struct Placed {
+    size_t off, size;
+    int birth, death;
+  };
+  std::vector<Placed> placed;
+  for (const auto& [size, v] : order) {
+    const auto [birth, death] = life[v];
+    std::vector<std::pair<size_t, size_t>> busy;
+    for (const Placed& p : placed) {
+      if (p.birth <= death && birth <= p.death) busy.push_back({p.off, p.off + p.size});
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t off = 0;
+    for (const auto& [b, e] : busy) {
+      if (off + size <= b) break;
+      off = std::max(off, e);
+    }
+    placed.push_back({off, size, birth, death});
+    act_offset_[v] = off;
+    arena_bytes_ = std::max(arena_bytes_, off + size);
+  }
+  outputs_bytes_ = 0;
+  for (int o : graph_->outputs) {
+    const ActivationInfo& a = program_.activations.at(o);
+    output_offsets_.push_back(outputs_bytes_);
+    // float32 staging, plus room for the scattered FP16/BF16 rows before conversion.
+    outputs_bytes_ +=
+        AlignUp(RowsCap(a, max_) * a.cols * 4) + AlignUp(RowsCap(a, max_) * a.cols * 2);
+  }
+}
+
+Status CudaEngine::Reserve(size_t bytes, std::string_view what) const {
+  const size_t now = reserved_.fetch_add(bytes) + bytes;
+  if (budget_ != 0 && now > budget_) {
+    reserved_ -= bytes;
+    return Status(StatusCode::kResourceExhausted,
+                  fmt::format("cuda: {} needs {:.1f} MiB but the device memory budget of {:.1f} "
+                              "MiB has only {:.1f} MiB left (weights {:.1f} MiB; activations are "
+                              "sized for the profile max {}x{}); raise the budget or lower the "
+                              "profile max",
+                              what, bytes / 1048576.0, budget_ / 1048576.0,
+                              (budget_ - (now - bytes)) / 1048576.0, weights_bytes_ / 1048576.0,
+                              max_.batch, max_.seq));
+  }
+  return Status::Ok();
+}
+
+Status CudaEngine::Init(std::shared_ptr<const ir::Graph> graph, std::span<const uint8_t> blob,
+                        const BuilderConfig& config, const EngineOptions& options) {
+  graph_ = std::move(graph);
+  SURGE_ASSIGN_OR_RETURN(program_, AnalyzeGraph(*graph_, config));
+  SURGE_ASSIGN_OR_RETURN(Blob b, ParseBlob(blob));
+  if (b.dtype != program_.dtype) {
+    return DataLossError("cuda plan: tactics were built for another precision than the config");
+  }
+  SURGE_ASSIGN_OR_RETURN(max_, ProfileShape(program_, config, true));
+  tactics_ = std::move(b.tactics);
+  budget_ = options.memory_budget_bytes ? options.memory_budget_bytes : config.memory_budget_bytes;
+  // Weights: the blob's converted bytes, or converted now for blobs without them.
+  std::map<int, std::vector<uint8_t>> bytes;
+  size_t total = 0;
+  for (const auto& [v, f32] : program_.weights) {
+    auto it = b.weights.find(v);
+    if (it != b.weights.end()) {
+      bytes[v] = std::move(it->second);
+    } else {
+      SURGE_ASSIGN_OR_RETURN(bytes[v],
+                             ConvertWeight(graph_->values[v].constant, f32, program_.dtype));
+    }
+    const size_t expect = graph_->values[v].constant.numel() * (f32 ? 4 : 2);
+    if (bytes[v].size() != expect) {
+      return DataLossError("cuda plan: weight '{}' has {} bytes, expected {}",
+                           graph_->values[v].name, bytes[v].size(), expect);
+    }
+    total += AlignUp(expect);
+  }
+  weights_bytes_ = total;
+  SURGE_RETURN_IF_ERROR(Reserve(total, "the weights"));
+  SURGE_ASSIGN_OR_RETURN(weights_, DeviceAlloc(total, "weights"));
+  size_t off = 0;
+  for (const auto& [v, data] : bytes) {
+    char* dst = static_cast<char*>(weights_.get()) + off;
+    SURGE_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, data.data(), data.size(), cudaMemcpyHostToDevice));
+    weight_ptr_[v] = dst;
+    off += AlignUp(data.size());
+  }
+  PlanArena();
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<BackendContext>> CudaEngine::CreateContext() {
+  SURGE_RETURN_IF_ERROR(CudaDeviceAvailable());
+  auto ctx = std::make_unique<CudaContext>(shared_from_this());
+  SURGE_RETURN_IF_ERROR(ctx->Init());
+  return std::unique_ptr<BackendContext>(std::move(ctx));
+}
+
+std::string CudaEngine::Describe() const {
+  std::string s = fmt::format(
+      "cuda backend ({}), padding-free {}, profile max {}x{}\nweights {:.1f} MiB, activation "
+      "arena {:.1f} MiB per context, output staging {:.1f} MiB, GEMM workspace {} MiB\n",
+      program_.dtype == DataType::kF16 ? "fp16" : "bf16", program_.padding_free ? "on" : "off",
+      max_.batch, max_.seq, weights_bytes_ / 1048576.0, arena_bytes_ / 1048576.0,
+      outputs_bytes_ / 1048576.0, kGemmWorkspaceBytes >> 20);
+  for (const LoweredOp& op : program_.ops) {
+    const ir::Node& n = graph_->nodes[op.node];
+    std::string kernel;
+    switch (op.kind) {
+      case OpKind::kEmbedLayerNorm:
+        kernel = "embed_layer_norm (packs tokens)";
+        break;
+      case OpKind::kLinear: {
+        bool extra = false;
+        const GemmDesc d = LinearGemm(program_, op, 1, &extra);
+        const GemmAlgo* t = Tactic(TacticKey(d));
+        kernel = fmt::format("cublasLt gemm k={} n={} epilogue={}{} tactic={}", op.k, op.cols,
+                             static_cast<int>(d.epilogue), extra ? " + bias_act" : "",
+                             t ? fmt::format("tuned ({:.1f} us at opt)", t->time_us) : "heuristic");
+        break;
+      }
+      case OpKind::kLayerNorm:
+        kernel = "layer_norm";
+        break;
+      case OpKind::kSkipLayerNorm:
+        kernel = "skip_layer_norm";
+        break;
+      case OpKind::kGelu:
+        kernel = "bias_act (gelu)";
+        break;
+      case OpKind::kAttention:
+        kernel =
+            fmt::format("fused attention (heads {}, dim {}, varlen)", op.num_heads, op.head_dim);
+        break;
+      case OpKind::kGatherFirst:
+        kernel = "gather rows ([CLS])";
+        break;
+    }
+    s += fmt::format("  {} ({}): {}\n", n.name, n.op_type, kernel);
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Context
+
+CudaContext::~CudaContext() {
+  for (auto& [k, g] : graphs_) cudaGraphExecDestroy(g);
+  gemm_plans_.clear();
+  if (lt_) cublasLtDestroy(lt_);
+  if (stream_) cudaStreamDestroy(stream_);
+  engine_->Release(reserved_);
+}
+
+Status CudaContext::Init() {
+  const Extent& mx = engine_->max();
+  const IndexLayout idx(mx.batch * mx.seq + 1, mx.batch);
+  const size_t need =
+      engine_->arena_bytes() + kGemmWorkspaceBytes + idx.bytes + engine_->outputs_bytes();
+  SURGE_RETURN_IF_ERROR(engine_->Reserve(need, "an execution context"));
+  reserved_ = need;
+  SURGE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&lt_));
+  SURGE_ASSIGN_OR_RETURN(arena_, DeviceAlloc(engine_->arena_bytes(), "the activation arena"));
+  SURGE_ASSIGN_OR_RETURN(gemm_ws_, DeviceAlloc(kGemmWorkspaceBytes, "the GEMM workspace"));
+  SURGE_ASSIGN_OR_RETURN(index_dev_, DeviceAlloc(idx.bytes, "index arrays"));
+  SURGE_ASSIGN_OR_RETURN(outputs_dev_, DeviceAlloc(engine_->outputs_bytes(), "output staging"));
+  void* host = nullptr;
+  SURGE_CUDA_RETURN_IF_ERROR(cudaMallocHost(&host, idx.bytes));
+  index_host_.reset(host);
+  const char* env = std::getenv("SURGE_CUDA_GRAPHS");
+  use_graphs_ = !(env && std::string_view(env) == "0");
+  return Status::Ok();
+}
+
+void* CudaContext::Act(int v) const {
+  return static_cast<char*>(arena_.get()) + engine_->act_offset().at(v);
+}
+
+Result<const GemmPlan*> CudaContext::Plan(size_t op_index, const GemmDesc& desc) {
+  auto key = std::make_pair(op_index, desc.m);
+  auto it = gemm_plans_.find(key);
+  if (it != gemm_plans_.end()) return it->second.get();
+  const GemmAlgo* tuned = engine_->Tactic(TacticKey(desc));
+  SURGE_ASSIGN_OR_RETURN(
+      auto plan, GemmPlan::Create(lt_, desc, tuned ? *tuned : GemmAlgo{}, kGemmWorkspaceBytes));
+  const GemmPlan* p = plan.get();
+  gemm_plans_[key] = std::move(plan);
+  return p;
+}
+
+Status CudaContext::RunOps(const RunShape& sh) {
+  const Program& prog = engine_->program();
+  const DataType dt = prog.dtype;
+  const Extent& mx = engine_->max();
+  const IndexLayout idx(mx.batch * mx.seq + 1, mx.batch);
+  auto dev_idx = [&](size_t off) {
+    return reinterpret_cast<const int32_t*>(static_cast<char*>(index_dev_.get()) + off);
+  };
+  auto rows_of = [&](int v) {
+    return prog.activations.at(v).domain == RowDomain::kTokens ? sh.token_rows : sh.batch;
+  };
+  for (size_t i = 0; i < prog.ops.size(); ++i) {
+    const LoweredOp& op = prog.ops[i];
+    auto in = [&](size_t k) { return k < op.inputs.size() ? op.inputs[k] : -1; };
+    const int out = op.outputs[0];
+    const int64_t rows = rows_of(out);
+    switch (op.kind) {
+      case OpKind::kEmbedLayerNorm: {
+        EmbedLayerNormArgs a;
+        a.dtype = dt;
+        a.rows = rows;
+        a.hidden = op.cols;
+        a.input_ids = dev_idx(idx.ids);
+        a.type_ids = prog.token_type_ids >= 0 ? dev_idx(idx.types) : nullptr;
+        a.positions = dev_idx(idx.positions);
+        a.row_index = sh.packed ? dev_idx(idx.row_index) : nullptr;
+        a.word_emb = engine_->Weight(in(3));
+        a.pos_emb = engine_->Weight(in(4));
+        a.type_emb = engine_->Weight(in(5));
+        a.gamma = static_cast<const float*>(engine_->Weight(in(6)));
+        a.beta = static_cast<const float*>(engine_->Weight(in(7)));
+        a.epsilon = op.epsilon;
+        a.y = Act(out);
+        if (!EmbedLayerNormCanImplement(a))
+          return UnimplementedError("embed_layer_norm: hidden {} unsupported", op.cols);
+        SURGE_CUDA_RETURN_IF_ERROR(EmbedLayerNormRun(a, nullptr, stream_));
+        break;
+      }
+      case OpKind::kLinear: {
+        bool extra = false;
+        const GemmDesc d = LinearGemm(prog, op, rows, &extra);
+        SURGE_ASSIGN_OR_RETURN(const GemmPlan* plan, Plan(i, d));
+        const void* bias = engine_->Weight(in(2));
+        const void* res = in(3) >= 0 ? Act(in(3)) : nullptr;
+        SURGE_RETURN_IF_ERROR(plan->Run(lt_, Act(in(0)), engine_->Weight(in(1)), bias,
+                                        d.residual ? res : nullptr, Act(out), gemm_ws_.get(),
+                                        kGemmWorkspaceBytes, stream_));
+        if (extra) {
+          BiasActArgs a;
+          a.dtype = dt;
+          a.rows = rows;
+          a.cols = op.cols;
+          a.activation = op.activation;
+          a.x = Act(out);
+          a.residual = res;
+          a.y = Act(out);
+          SURGE_CUDA_RETURN_IF_ERROR(BiasActRun(a, nullptr, stream_));
+        }
+        break;
+      }
+      case OpKind::kLayerNorm:
+      case OpKind::kSkipLayerNorm: {
+        const bool skip = op.kind == OpKind::kSkipLayerNorm;
+        LayerNormArgs a;
+        a.dtype = dt;
+        a.rows = rows;
+        a.cols = op.cols;
+        a.x = Act(in(0));
+        a.skip = skip ? Act(in(1)) : nullptr;
+        a.bias = skip ? engine_->Weight(in(4)) : nullptr;
+        a.gamma = static_cast<const float*>(engine_->Weight(in(skip ? 2 : 1)));
+        a.beta = static_cast<const float*>(engine_->Weight(in(skip ? 3 : 2)));
+        a.epsilon = op.epsilon;
+        a.y = Act(out);
+        a.sum_out = op.outputs.size() > 1 && op.outputs[1] >= 0 ? Act(op.outputs[1]) : nullptr;
+        if (!LayerNormCanImplement(a))
+          return UnimplementedError("layer_norm: {} columns unsupported", op.cols);
+        SURGE_CUDA_RETURN_IF_ERROR(LayerNormRun(a, nullptr, stream_));
+        break;
+      }
+      case OpKind::kGelu: {
+        BiasActArgs a;
+        a.dtype = dt;
+        a.rows = rows;
+        a.cols = op.cols;
+        a.activation = op.activation;
+        a.x = Act(in(0));
+        a.y = Act(out);
+        SURGE_CUDA_RETURN_IF_ERROR(BiasActRun(a, nullptr, stream_));
+        break;
+      }
+      case OpKind::kAttention: {
+        AttentionArgs a;
+        a.dtype = dt;
+        a.batch = static_cast<int>(sh.batch);
+        a.seq = static_cast<int>(sh.seq);
+        a.num_heads = op.num_heads;
+        a.head_dim = op.head_dim;
+        a.scale = op.scale;
+        a.cu_seqlens = sh.packed ? dev_idx(idx.cu_seqlens) : nullptr;
+        a.key_mask = !sh.packed && prog.mask >= 0 ? dev_idx(idx.key_mask) : nullptr;
+        a.qkv = Act(in(0));
+        a.out = Act(out);
+        if (!AttentionCanImplement(a)) return UnimplementedError("attention: shape unsupported");
+        SURGE_CUDA_RETURN_IF_ERROR(AttentionRun(a, nullptr, stream_));
+        break;
+      }
+      case OpKind::kGatherFirst: {
+        RowMoveArgs a;
+        a.rows = sh.batch;
+        a.row_bytes = op.cols * 2;
+        a.index = dev_idx(idx.cls_index);
+        a.src = Act(in(0));
+        a.dst = Act(out);
+        SURGE_CUDA_RETURN_IF_ERROR(GatherRowsRun(a, nullptr, stream_));
+        break;
+      }
+    }
+  }
+  // Graph outputs: scatter packed tokens back to [B,S] when asked, then float32 staging.
+  const ir::Graph& g = engine_->graph();
+  for (size_t o = 0; o < g.outputs.size(); ++o) {
+    const int v = g.outputs[o];
+    const ActivationInfo& info = prog.activations.at(v);
+    char* staging = static_cast<char*>(outputs_dev_.get()) + engine_->output_offsets()[o];
+    const int64_t cap = RowsCap(info, mx);
+    char* scatter = staging + AlignUp(cap * info.cols * 4);
+    const void* src = Act(v);
+    int64_t rows = sh.batch;
+    if (info.domain == RowDomain::kTokens) {
+      rows = sh.batch * sh.seq;
+      if (sh.packed) {
+        RowMoveArgs a;
+        a.rows = sh.token_rows;
+        a.dst_rows = rows + 1;
+        a.row_bytes = info.cols * 2;
+        a.index = dev_idx(idx.scatter_index);
+        a.src = src;
+        a.dst = scatter;
+        SURGE_CUDA_RETURN_IF_ERROR(ScatterRowsRun(a, nullptr, stream_));
+        src = scatter;
+      }
+    }
+    SURGE_CUDA_RETURN_IF_ERROR(
+        ConvertToFloat32(dt, src, reinterpret_cast<float*>(staging), rows * info.cols, stream_));
+  }
+  return Status::Ok();
+}
+
+Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>* outputs) {
+  const Program& prog = engine_->program();
+  const ir::Graph& g = engine_->graph();
+  if (inputs.size() != g.inputs.size()) {
+    return InvalidArgumentError("cuda: expected {} inputs, got {}", g.inputs.size(), inputs.size());
+  }
+  auto input = [&](int v) -> const Tensor* {
+    return v < 0 ? nullptr : &inputs[prog.input_position.at(v)];
+  };
+  const Tensor& ids_t = *input(prog.input_ids);
+  if (ids_t.rank() != 2) {
+    return InvalidArgumentError("input '{}' must be [batch, seq], got {}", prog.ids_name,
+                                ShapeToString(ids_t.shape()));
+  }
+  const int64_t B = ids_t.dim(0), S = ids_t.dim(1), BS = B * S;
+  const Extent& mx = engine_->max();
+  if (B > mx.batch || S > mx.seq || B < 1 || S < 1) {
+    return OutOfRangeError("input '{}' has shape {}; this engine's profile allows [1..{}, 1..{}]",
+                           prog.ids_name, ShapeToString(ids_t.shape()), mx.batch, mx.seq);
+  }
+  for (int role : {prog.token_type_ids, prog.position_ids, prog.mask}) {
+    if (role >= 0 && input(role)->shape() != ids_t.shape()) {
+      return InvalidArgumentError("input '{}' has shape {}, expected {} like '{}'",
+                                  g.values[role].name, ShapeToString(input(role)->shape()),
+                                  ShapeToString(ids_t.shape()), prog.ids_name);
+    }
+  }
+  std::vector<int32_t> ids, types, pos_in, mask;
+  SURGE_RETURN_IF_ERROR(ReadInts(ids_t, prog.ids_name, &ids));
+  SURGE_RETURN_IF_ERROR(CheckRange(ids, prog.vocab, fmt::format("input '{}': id", prog.ids_name)));
+  if (prog.token_type_ids >= 0) {
+    SURGE_RETURN_IF_ERROR(ReadInts(*input(prog.token_type_ids), "token_type_ids", &types));
+    SURGE_RETURN_IF_ERROR(CheckRange(types, prog.type_vocab, "token type"));
+  }
+  if (prog.mask >= 0) SURGE_RETURN_IF_ERROR(ReadInts(*input(prog.mask), "attention_mask", &mask));
+
+  const IndexLayout idx(mx.batch * mx.seq + 1, mx.batch);
+  char* host = static_cast<char*>(index_host_.get());
+  auto hidx = [&](size_t off) { return reinterpret_cast<int32_t*>(host + off); };
+  std::memcpy(hidx(idx.ids), ids.data(), BS * 4);
+  if (!types.empty()) std::memcpy(hidx(idx.types), types.data(), BS * 4);
+  int32_t* positions = hidx(idx.positions);
+  if (prog.position_ids >= 0) {
+    SURGE_RETURN_IF_ERROR(ReadInts(*input(prog.position_ids), "position_ids", &pos_in));
+    std::memcpy(positions, pos_in.data(), BS * 4);
+  } else {
+    for (int64_t b = 0; b < B; ++b) {
+      int32_t running = 0;
+      for (int64_t s = 0; s < S; ++s) {
+        if (prog.position_mode == "arange") {
+          positions[b * S + s] = static_cast<int32_t>(s);
+        } else {
+          const bool real = ids[b * S + s] != prog.padding_idx;
+          running += real;
+          positions[b * S + s] =
+              static_cast<int32_t>(real ? running + prog.padding_idx : prog.padding_idx);
+        }
+      }
+    }
+  }
+  SURGE_RETURN_IF_ERROR(CheckRange(std::vector<int32_t>(positions, positions + BS),
+                                   prog.max_positions, "position id"));
+
+  // Pack when allowed and when it reproduces the padded semantics: every sequence has a real
+  // first token (the [CLS] gathered for pooled outputs) and so at least one real token.
+  RunShape sh{B, S, BS, false};
+  if (prog.padding_free) {
+    bool ok = true;
+    for (int64_t b = 0; b < B && ok; ++b) ok = mask[b * S] != 0;
+    sh.packed = ok;
+  }
+  int32_t* cu = hidx(idx.cu_seqlens);
+  int32_t* cls = hidx(idx.cls_index);
+  if (sh.packed) {
+    int32_t* row_index = hidx(idx.row_index);
+    int32_t* scatter = hidx(idx.scatter_index);
+    int64_t t = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      cu[b] = static_cast<int32_t>(t);
+      cls[b] = static_cast<int32_t>(t);
+      for (int64_t s = 0; s < S; ++s) {
+        if (mask[b * S + s] != 0) {
+          row_index[t] = static_cast<int32_t>(b * S + s);
+          scatter[t] = static_cast<int32_t>(b * S + s);
+          ++t;
+        }
+      }
+    }
+    cu[B] = static_cast<int32_t>(t);
+    sh.token_rows = std::min<int64_t>((t + kTokenBucket - 1) / kTokenBucket * kTokenBucket, BS);
+    for (int64_t r = t; r < sh.token_rows; ++r) {
+      row_index[r] = row_index[0];            // any real token: computed, never read back
+      scatter[r] = static_cast<int32_t>(BS);  // the scratch row past [B,S]
+    }
+  } else {
+    for (int64_t b = 0; b < B; ++b) cls[b] = static_cast<int32_t>(b * S);
+    if (!mask.empty()) std::memcpy(hidx(idx.key_mask), mask.data(), BS * 4);
+  }
+  SURGE_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(index_dev_.get(), host, idx.bytes, cudaMemcpyHostToDevice, stream_));
+
+  auto it = graphs_.find(sh);
+  if (it != graphs_.end()) {
+    SURGE_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, stream_));
+  } else {
+    SURGE_RETURN_IF_ERROR(RunOps(sh));
+    if (use_graphs_ && !uncapturable_.count(sh)) {
+      // Capture after an eager run, so kernel attributes and GEMM plans already exist.
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      Status st = CudaStatus(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+                             "cudaStreamBeginCapture");
+      if (st.ok()) {
+        Status run = RunOps(sh);
+        Status end = CudaStatus(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+        st = !run.ok() ? run : end;
+      }
+      if (st.ok()) st = CudaStatus(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+      if (graph) cudaGraphDestroy(graph);
+      if (st.ok()) {
+        graphs_[sh] = exec;
+      } else {
+        cudaGetLastError();
+        uncapturable_.insert(sh);
+        SURGE_LOG_WARN("cuda: running {}x{} without a CUDA graph: {}", B, S, st.ToString());
+      }
+    }
+  }
+  // Copy outputs back (float32 staging → host), converting to the declared dtype.
+  outputs->clear();
+  for (size_t o = 0; o < g.outputs.size(); ++o) {
+    const int v = g.outputs[o];
+    const ActivationInfo& info = prog.activations.at(v);
+    Shape shape = info.domain == RowDomain::kTokens ? Shape{B, S, info.cols} : Shape{B, info.cols};
+    Tensor f(DType::kFloat32, shape);
+    const char* staging =
+        static_cast<const char*>(outputs_dev_.get()) + engine_->output_offsets()[o];
+    SURGE_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(f.data(), staging, f.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    outputs->push_back(std::move(f));
+  }
+  SURGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  for (size_t o = 0; o < g.outputs.size(); ++o) {
+    const DType want = g.values[g.outputs[o]].dtype;
+    if (want != DType::kFloat32) (*outputs)[o] = (*outputs)[o].CastFromFloat32(want);
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backend
+
+class CudaBackend : public Backend {
+ public:
+  std::string_view name() const override { return "cuda"; }
+  std::string DeviceArch() const override { return "sm_90a"; }
+
+  Result<std::string> Lower(const ir::Graph& graph, const BuilderConfig& config) override {
+    SURGE_ASSIGN_OR_RETURN(Program p, AnalyzeGraph(graph, config));
+    Blob blob;
+    blob.dtype = p.dtype;
+    blob.padding_free = config.padding_free;
+    for (const auto& [v, f32] : p.weights) {
+      SURGE_ASSIGN_OR_RETURN(blob.weights[v],
+                             ConvertWeight(graph.values[v].constant, f32, p.dtype));
+    }
+    SURGE_ASSIGN_OR_RETURN(Extent opt, ProfileShape(p, config, false));
+    SURGE_RETURN_IF_ERROR(ProfileShape(p, config, true).status());
+    Status gpu = CudaDeviceAvailable();
+    if (!gpu.ok()) {
+      SURGE_LOG_WARN(
+          "cuda: no GPU to tune GEMMs on ({}); the plan uses cuBLASLt's heuristic "
+          "choice at run time",
+          gpu.message());
+      return SerializeBlob(blob);
+    }
+    cublasLtHandle_t lt = nullptr;
+    cudaStream_t stream = nullptr;
+    SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&lt));
+    Status st =
+        CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    TimingCache cache(config.timing_cache_path, DeviceKey());
+    for (const GemmDesc& d : LinearGemms(p, opt.batch * opt.seq, opt.batch)) {
+      if (!st.ok()) break;
+      const std::string key = TacticKey(d);
+      if (blob.tactics.count(key)) continue;
+      GemmAlgo algo;
+      if (!cache.Lookup(d, &algo)) {
+        auto tuned = TuneGemm(lt, d, kGemmWorkspaceBytes, stream);
+        if (!tuned.ok()) {
+          st = tuned.status();
+          break;
+        }
+        algo = *tuned;
+        cache.Insert(d, algo);
+      }
+      blob.tactics[key] = algo;
+    }
+    if (stream) cudaStreamDestroy(stream);
+    cublasLtDestroy(lt);
+    SURGE_RETURN_IF_ERROR(st);
+    SURGE_RETURN_IF_ERROR(cache.Save());
+    return SerializeBlob(blob);
+  }
+
+  Result<std::unique_ptr<BackendEngine>> Load(std::shared_ptr<const ir::Graph> graph,
+                                              std::span<const uint8_t> tactics,
+                                              const BuilderConfig& built_with,
+                                              const EngineOptions& options) override {
+    SURGE_RETURN_IF_ERROR(CudaDeviceAvailable());
+    auto engine = std::make_shared<CudaEngine>();
+    SURGE_RETURN_IF_ERROR(engine->Init(std::move(graph), tactics, built_with, options));
+    // BackendEngine is handed out as a unique_ptr while contexts keep the engine alive through
+    // shared_from_this: a thin owner forwards to the shared engine.
+    class Owner : public BackendEngine {
+     public:
+      explicit Owner(std::shared_ptr<CudaEngine> e) : e_(std::move(e)) {}
+      Result<std::unique_ptr<BackendContext>> CreateContext() override {
+        return e_->CreateContext();
+      }
+      std::string Describe() const override { return e_->Describe(); }
+
+     private:
+      std::shared_ptr<CudaEngine> e_;
+    };
+    return std::unique_ptr<BackendEngine>(new Owner(std::move(engine)));
+  }
+};
+
+}  // namespace
+
+Status CudaDeviceAvailable() {
+  static const Status status = [] {
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+      cudaGetLastError();
+      return Status(StatusCode::kUnavailable,
+                    fmt::format("cuda backend: no CUDA device ({}); it needs an NVIDIA GPU of "
+                                "compute capability 9.0 (sm_90a, e.g. H100/H200)",
+                                err != cudaSuccess ? cudaGetErrorString(err) : "none found"));
+    }
+    cudaDeviceProp prop{};
+    err = cudaGetDeviceProperties(&prop, 0);
+    if (err != cudaSuccess) {
+      return Status(StatusCode::kUnavailable, fmt::format("cuda backend: cannot query device 0: {}",
+                                                          cudaGetErrorString(err)));
+    }
+    if (prop.major != 9 || prop.minor != 0) {
+      return Status(StatusCode::kUnavailable,
+                    fmt::format("cuda backend: device 0 ({}) is sm_{}{}; this build has kernels "
+                                "for sm_90a only",
+                                prop.name, prop.major, prop.minor));
+    }
+    return Status::Ok();
+  }();
+  return status;
+}
+
+std::unique_ptr<Backend> CreateCudaBackend() { return std::make_unique<CudaBackend>(); }
+
+}  // namespace surge::engine::cuda

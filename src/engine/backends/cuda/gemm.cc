@@ -1,0 +1,317 @@
+#include "engine/backends/cuda/gemm.h"
+
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/pack_kernels.h"
+
+namespace surge::engine::cuda {
+namespace {
+
+cudaDataType_t CudaType(DataType t) { return t == DataType::kF16 ? CUDA_R_16F : CUDA_R_16BF; }
+
+cublasLtEpilogue_t LtEpilogue(GemmEpilogue e) {
+  switch (e) {
+    case GemmEpilogue::kBias:
+      return CUBLASLT_EPILOGUE_BIAS;
+    case GemmEpilogue::kBiasGeluTanh:
+      return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case GemmEpilogue::kNone:
+      break;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+struct Descriptors {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  void Destroy() {
+    if (op) cublasLtMatmulDescDestroy(op);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    op = nullptr;
+    a = b = c = nullptr;
+  }
+};
+
+Status MakeDescriptors(const GemmDesc& d, Descriptors* out) {
+  const cudaDataType_t t = CudaType(d.dtype);
+  SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&out->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t no = CUBLAS_OP_N;
+  SURGE_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(out->op, CUBLASLT_MATMUL_DESC_TRANSA, &no, sizeof(no)));
+  SURGE_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(out->op, CUBLASLT_MATMUL_DESC_TRANSB, &no, sizeof(no)));
+  const cublasLtEpilogue_t epi = LtEpilogue(d.epilogue);
+  SURGE_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(out->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&out->a, t, d.n, d.k, d.n));
+  SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&out->b, t, d.k, d.m, d.k));
+  SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&out->c, t, d.n, d.m, d.n));
+  return Status::Ok();
+}
+
+Status SetBias(cublasLtMatmulDesc_t op, const void* bias) {
+  SURGE_CUBLAS_RETURN_IF_ERROR(
+      cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  return Status::Ok();
+}
+
+Result<std::vector<GemmAlgo>> Heuristics(cublasLtHandle_t handle, const Descriptors& ds,
+                                         const GemmDesc& desc, size_t ws, int max_candidates) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws64 = ws;
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws64, sizeof(ws64));
+  std::vector<cublasLtMatmulHeuristicResult_t> results(max_candidates);
+  int returned = 0;
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = cublasLtMatmulAlgoGetHeuristic(handle, ds.op, ds.a, ds.b, ds.c, ds.c, pref, max_candidates,
+                                        results.data(), &returned);
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || returned == 0) {
+    return UnimplementedError("cuBLASLt has no algorithm for GEMM {} (status {})", desc.Key(),
+                              static_cast<int>(st));
+  }
+  std::vector<GemmAlgo> out;
+  for (int i = 0; i < returned; ++i) {
+    if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+    GemmAlgo a;
+    a.valid = true;
+    a.algo = results[i].algo;
+    out.push_back(a);
+  }
+  if (out.empty())
+    return UnimplementedError("cuBLASLt has no usable algorithm for GEMM {}", desc.Key());
+  return out;
+}
+
+}  // namespace
+
+std::string GemmDesc::Key() const {
+  return fmt::format("{} m={} n={} k={} epi={} res={}", dtype == DataType::kF16 ? "f16" : "bf16", m,
+                     n, k, static_cast<int>(epilogue), residual ? 1 : 0);
+}
+
+std::string GemmAlgo::ToHex() const {
+  const auto* p = reinterpret_cast<const unsigned char*>(&algo);
+  std::string s;
+  for (size_t i = 0; i < sizeof(algo); ++i) s += fmt::format("{:02x}", p[i]);
+  return s;
+}
+
+bool GemmAlgo::FromHex(const std::string& hex, GemmAlgo* out) {
+  if (hex.size() != 2 * sizeof(cublasLtMatmulAlgo_t)) return false;
+  auto* p = reinterpret_cast<unsigned char*>(&out->algo);
+  for (size_t i = 0; i < sizeof(cublasLtMatmulAlgo_t); ++i) {
+    unsigned v = 0;
+    if (std::sscanf(hex.c_str() + 2 * i, "%2x", &v) != 1) return false;
+    p[i] = static_cast<unsigned char>(v);
+  }
+  out->valid = true;
+  return true;
+}
+
+Result<std::unique_ptr<GemmPlan>> GemmPlan::Create(cublasLtHandle_t handle, const GemmDesc& desc,
+                                                   const GemmAlgo& algo, size_t ws) {
+  if (desc.m <= 0 || desc.n <= 0 || desc.k <= 0) {
+    return InvalidArgumentError("GEMM {}: every dimension must be positive", desc.Key());
+  }
+  if (desc.residual && desc.epilogue == GemmEpilogue::kBiasGeluTanh) {
+    return InvalidArgumentError("GEMM {}: a residual cannot follow a fused activation", desc.Key());
+  }
+  Descriptors ds;
+  Status st = MakeDescriptors(desc, &ds);
+  if (!st.ok()) {
+    ds.Destroy();
+    return st;
+  }
+  std::unique_ptr<GemmPlan> plan(new GemmPlan());
+  plan->desc_ = desc;
+  plan->op_ = ds.op;
+  plan->a_ = ds.a;
+  plan->b_ = ds.b;
+  plan->c_ = ds.c;
+  bool usable = false;
+  if (algo.valid) {
+    cublasLtMatmulHeuristicResult_t check{};
+    usable = cublasLtMatmulAlgoCheck(handle, ds.op, ds.a, ds.b, ds.c, ds.c, &algo.algo, &check) ==
+                 CUBLAS_STATUS_SUCCESS &&
+             check.workspaceSize <= ws;
+    if (usable) plan->algo_ = algo.algo;
+  }
+  if (!usable) {
+    SURGE_ASSIGN_OR_RETURN(auto cands, Heuristics(handle, ds, desc, ws, 1));
+    plan->algo_ = cands[0].algo;
+  }
+  return plan;
+}
+
+GemmPlan::~GemmPlan() {
+  Descriptors ds{op_, a_, b_, c_};
+  ds.Destroy();
+}
+
+Status GemmPlan::Run(cublasLtHandle_t handle, const void* x, const void* w, const void* bias,
+                     const void* residual, void* y, void* ws, size_t ws_bytes,
+                     cudaStream_t stream) const {
+  if (desc_.epilogue != GemmEpilogue::kNone) SURGE_RETURN_IF_ERROR(SetBias(op_, bias));
+  const float alpha = 1.f;
+  const float beta = desc_.residual ? 1.f : 0.f;
+  const void* c = desc_.residual ? residual : y;
+  SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle, op_, &alpha, w, a_, x, b_, &beta, c, c_, y,
+                                              c_, &algo_, ws, ws_bytes, stream));
+  return Status::Ok();
+}
+
+Result<std::vector<GemmAlgo>> GemmHeuristics(cublasLtHandle_t handle, const GemmDesc& desc,
+                                             size_t ws, int max_candidates) {
+  Descriptors ds;
+  Status st = MakeDescriptors(desc, &ds);
+  if (!st.ok()) {
+    ds.Destroy();
+    return st;
+  }
+  auto r = Heuristics(handle, ds, desc, ws, max_candidates);
+  ds.Destroy();
+  return r;
+}
+
+Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t ws_bytes,
+                          cudaStream_t stream) {
+  SURGE_ASSIGN_OR_RETURN(auto cands, GemmHeuristics(handle, desc, ws_bytes, 8));
+  // Random operands (never zeros: they can run faster than real data).
+  const int64_t n_x = desc.m * desc.k, n_w = desc.k * desc.n, n_y = desc.m * desc.n;
+  const int64_t n_max = std::max({n_x, n_w, n_y});
+  std::vector<float> host(static_cast<size_t>(std::min<int64_t>(n_max, 1 << 20)));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (float& v : host) v = dist(rng);
+  void* buf[5] = {};  // x, w, bias, residual, y
+  float* staging = nullptr;
+  cudaEvent_t ev0 = nullptr, ev1 = nullptr;
+  void* ws = nullptr;
+  auto cleanup = [&] {
+    for (void* p : buf) cudaFree(p);
+    cudaFree(staging);
+    cudaFree(ws);
+    if (ev0) cudaEventDestroy(ev0);
+    if (ev1) cudaEventDestroy(ev1);
+  };
+  auto body = [&]() -> Result<GemmAlgo> {
+    const int64_t sizes[5] = {n_x, n_w, desc.n, n_y, n_y};
+    SURGE_CUDA_RETURN_IF_ERROR(
+        cudaMalloc(reinterpret_cast<void**>(&staging), host.size() * sizeof(float)));
+    SURGE_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(staging, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    for (int i = 0; i < 5; ++i) {
+      SURGE_CUDA_RETURN_IF_ERROR(cudaMalloc(&buf[i], sizes[i] * 2));
+      for (int64_t off = 0; off < sizes[i]; off += static_cast<int64_t>(host.size())) {
+        const int64_t cnt = std::min<int64_t>(host.size(), sizes[i] - off);
+        SURGE_CUDA_RETURN_IF_ERROR(ConvertFromFloat32(
+            desc.dtype, staging, static_cast<char*>(buf[i]) + off * 2, cnt, stream));
+      }
+    }
+    if (ws_bytes) SURGE_CUDA_RETURN_IF_ERROR(cudaMalloc(&ws, ws_bytes));
+    SURGE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&ev0));
+    SURGE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&ev1));
+    GemmAlgo best;
+    for (const GemmAlgo& cand : cands) {
+      auto plan_or = GemmPlan::Create(handle, desc, cand, ws_bytes);
+      if (!plan_or.ok()) continue;
+      const GemmPlan& plan = **plan_or;
+      if (std::memcmp(&plan.algo(), &cand.algo, sizeof(cand.algo)) != 0) continue;
+      bool failed = false;
+      for (int i = 0; i < 3 && !failed; ++i) {
+        failed =
+            !plan.Run(handle, buf[0], buf[1], buf[2], buf[3], buf[4], ws, ws_bytes, stream).ok();
+      }
+      if (failed) continue;
+      std::vector<float> times;
+      for (int i = 0; i < 10; ++i) {
+        SURGE_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev0, stream));
+        SURGE_RETURN_IF_ERROR(
+            plan.Run(handle, buf[0], buf[1], buf[2], buf[3], buf[4], ws, ws_bytes, stream));
+        SURGE_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev1, stream));
+        SURGE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ev1));
+        float ms = 0;
+        SURGE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, ev0, ev1));
+        times.push_back(ms * 1000.f);
+      }
+      std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+      const float med = times[times.size() / 2];
+      if (!best.valid || med < best.time_us) {
+        best = cand;
+        best.time_us = med;
+      }
+    }
+    if (!best.valid) return InternalError("GEMM {}: no candidate algorithm ran", desc.Key());
+    return best;
+  };
+  auto result = body();
+  cudaStreamSynchronize(stream);
+  cleanup();
+  return result;
+}
+
+TimingCache::TimingCache(std::string path, std::string device_key)
+    : path_(std::move(path)), device_key_(std::move(device_key)) {
+  if (path_.empty()) return;
+  std::ifstream in(path_);
+  std::string line;
+  while (std::getline(in, line)) {
+    // "<device key>\t<desc key>\t<hex> <us>"
+    const size_t t1 = line.find('\t');
+    const size_t t2 = t1 == std::string::npos ? t1 : line.find('\t', t1 + 1);
+    if (t2 == std::string::npos) continue;
+    lines_[line.substr(0, t2)] = line.substr(t2 + 1);
+  }
+}
+
+bool TimingCache::Lookup(const GemmDesc& desc, GemmAlgo* algo) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = lines_.find(device_key_ + "\t" + desc.Key());
+  if (it == lines_.end()) return false;
+  std::istringstream ss(it->second);
+  std::string hex;
+  float us = 0;
+  ss >> hex >> us;
+  if (!GemmAlgo::FromHex(hex, algo)) return false;
+  algo->time_us = us;
+  return true;
+}
+
+void TimingCache::Insert(const GemmDesc& desc, const GemmAlgo& algo) {
+  std::lock_guard<std::mutex> lock(mu_);
+  lines_[device_key_ + "\t" + desc.Key()] = fmt::format("{} {:.2f}", algo.ToHex(), algo.time_us);
+}
+
+Status TimingCache::Save() const {
+  if (path_.empty()) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string tmp = path_ + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return InvalidArgumentError("cannot write timing cache '{}'", path_);
+    for (const auto& [k, v] : lines_) out << k << '\t' << v << '\n';
+    if (!out) return InvalidArgumentError("cannot write timing cache '{}'", path_);
+  }
+  if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
+    return InvalidArgumentError("cannot replace timing cache '{}'", path_);
+  }
+  return Status::Ok();
+}
+
+}  // namespace surge::engine::cuda

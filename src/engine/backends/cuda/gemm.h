@@ -1,0 +1,98 @@
+// GEMMs through cuBLASLt for the surge::Linear op: Y[M,N] = X[M,K] · W[K,N] (+ bias[N]) with a
+// fused epilogue, row-major FP16/BF16 operands, float32 accumulation.
+//
+// cuBLASLt is column-major, so a row-major Y = X·W is computed as Yᵀ = Wᵀ·Xᵀ with no transposes:
+// W (row-major [K,N]) is the column-major [N,K] matrix A, X is B, and the bias runs along D's
+// rows (N). The residual form (D = X·W + bias + R, no activation) passes R as C with beta = 1.
+//
+// A GemmPlan owns the cuBLASLt descriptors for one (shape, epilogue) and the algorithm used. Run
+// sets the bias pointer on its descriptor, so a plan belongs to one execution context (one thread
+// at a time). Algorithms are chosen by timing the
+// top heuristic candidates (TuneGemm) and remembered in a timing cache file.
+#pragma once
+
+#include <cublasLt.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/backends/cuda/kernel_common.h"
+
+namespace surge::engine::cuda {
+
+enum class GemmEpilogue { kNone, kBias, kBiasGeluTanh };
+
+struct GemmDesc {
+  DataType dtype = DataType::kF16;
+  int64_t m = 0, n = 0, k = 0;
+  GemmEpilogue epilogue = GemmEpilogue::kNone;
+  bool residual = false;  // D = ... + R (only with kNone/kBias)
+
+  // Stable text key for caches: "f16 m=128 n=768 k=768 epi=1 res=0".
+  std::string Key() const;
+};
+
+// cuBLASLt's opaque algorithm, kept as bytes so it can be stored in plans and cache files.
+struct GemmAlgo {
+  bool valid = false;
+  cublasLtMatmulAlgo_t algo{};
+  float time_us = 0.f;  // measured when tuned
+
+  std::string ToHex() const;
+  static bool FromHex(const std::string& hex, GemmAlgo* out);
+};
+
+class GemmPlan {
+ public:
+  // Builds the descriptors; with `algo` invalid or not applicable to this shape, the best
+  // heuristic choice is used. Errors name the shape.
+  static Result<std::unique_ptr<GemmPlan>> Create(cublasLtHandle_t handle, const GemmDesc& desc,
+                                                  const GemmAlgo& algo, size_t workspace_bytes);
+  ~GemmPlan();
+
+  // x [m,k], w [k,n], bias [n] or null, residual [m,n] or null, y [m,n].
+  Status Run(cublasLtHandle_t handle, const void* x, const void* w, const void* bias,
+             const void* residual, void* y, void* workspace, size_t workspace_bytes,
+             cudaStream_t stream) const;
+  const GemmDesc& desc() const { return desc_; }
+  const cublasLtMatmulAlgo_t& algo() const { return algo_; }
+
+ private:
+  GemmPlan() = default;
+  GemmDesc desc_;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+};
+
+// Up to `max_candidates` heuristic algorithms for `desc`, in cuBLASLt's order of preference.
+Result<std::vector<GemmAlgo>> GemmHeuristics(cublasLtHandle_t handle, const GemmDesc& desc,
+                                             size_t workspace_bytes, int max_candidates);
+
+// Times the top heuristic candidates on random operands of `desc`'s shape (CUDA events, median
+// of several runs after a warm-up) and returns the fastest. Needs a GPU.
+Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t workspace_bytes,
+                          cudaStream_t stream);
+
+// The timing cache file: one line per tuned GEMM, "<device key> <desc key> <algo hex> <us>".
+// Thread-safe. A missing file is empty; malformed lines are skipped.
+class TimingCache {
+ public:
+  explicit TimingCache(std::string path, std::string device_key);
+  bool Lookup(const GemmDesc& desc, GemmAlgo* algo) const;
+  void Insert(const GemmDesc& desc, const GemmAlgo& algo);
+  // Writes the file (no-op without a path).
+  Status Save() const;
+
+ private:
+  std::string path_;
+  std::string device_key_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::string> lines_;  // full key -> "hex us"
+};
+
+}  // namespace surge::engine::cuda

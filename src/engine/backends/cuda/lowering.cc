@@ -1,0 +1,416 @@
+#include "engine/backends/cuda/lowering.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "engine/ir/op_schema.h"
+
+namespace surge::engine::cuda {
+namespace {
+
+constexpr char kBlobMagic[8] = {'S', 'G', 'C', 'U', 'D', 'A', '0', '1'};
+
+std::string Label(const ir::Node& n) {
+  return fmt::format("node '{}' ({}{}{})", n.name, n.domain,
+                     n.domain.empty() ? "" : "::", n.op_type);
+}
+
+Status Unsupported(const ir::Node& n, std::string_view why) {
+  return UnimplementedError(
+      "cuda backend: {} is not supported: {}. The cuda backend runs fused encoder graphs "
+      "(surge EmbedLayerNorm, Linear, LayerNorm, SkipLayerNorm, Gelu, Attention, and Gather of "
+      "token 0 along axis 1); build with --backend cpu for other graphs",
+      Label(n), why);
+}
+
+Result<Activation> ParseActivation(const ir::Node& n, const std::string& s) {
+  if (s == "none") return Activation::kNone;
+  if (s == "gelu") return Activation::kGelu;
+  if (s == "gelu_tanh") return Activation::kGeluTanh;
+  if (s == "tanh") return Activation::kTanh;
+  if (s == "relu") return Activation::kRelu;
+  return InvalidArgumentError("{}: unknown activation '{}'", Label(n), s);
+}
+
+int64_t StaticLastDim(const ir::Value& v) {
+  if (!v.shape || v.shape->empty() || !v.shape->back().IsStatic()) return -1;
+  return v.shape->back().StaticValue();
+}
+
+// Writers/readers for the blob: little-endian host order, every read bounds-checked.
+void PutU32(std::string* s, uint32_t v) { s->append(reinterpret_cast<const char*>(&v), 4); }
+void PutU64(std::string* s, uint64_t v) { s->append(reinterpret_cast<const char*>(&v), 8); }
+
+class Reader {
+ public:
+  explicit Reader(std::span<const uint8_t> b) : b_(b) {}
+  Status Read(void* dst, size_t n, std::string_view what) {
+    if (n > b_.size() - pos_) {
+      return DataLossError(
+          "cuda plan blob truncated reading {} at offset {} ({} bytes left, {} "
+          "needed)",
+          what, pos_, b_.size() - pos_, n);
+    }
+    std::memcpy(dst, b_.data() + pos_, n);
+    pos_ += n;
+    return Status::Ok();
+  }
+  size_t left() const { return b_.size() - pos_; }
+
+ private:
+  std::span<const uint8_t> b_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+Result<DataType> DeviceType(Precision p) {
+  if (p == Precision::kFp16) return DataType::kF16;
+  if (p == Precision::kBf16) return DataType::kBF16;
+  return InvalidArgumentError(
+      "cuda backend: precision {} is not supported; valid: fp16, bf16 (LayerNorm and softmax "
+      "statistics are float32 in both)",
+      static_cast<int>(p));
+}
+
+std::string TacticKey(const GemmDesc& d) {
+  GemmDesc k = d;
+  k.m = 0;
+  return k.Key();
+}
+
+Result<Program> AnalyzeGraph(const ir::Graph& g, const BuilderConfig& config) {
+  Program p;
+  SURGE_ASSIGN_OR_RETURN(p.dtype, DeviceType(config.precision));
+  for (size_t i = 0; i < g.inputs.size(); ++i) p.input_position[g.inputs[i]] = static_cast<int>(i);
+  auto is_input = [&](int v) { return v >= 0 && p.input_position.count(v) > 0; };
+  auto is_const = [&](int v) { return v >= 0 && g.values[v].is_constant(); };
+  auto act_cols = [&](int v) -> int {
+    auto it = p.activations.find(v);
+    return it == p.activations.end() ? -1 : it->second.cols;
+  };
+  auto act_domain = [&](int v) { return p.activations.at(v).domain; };
+  auto need_act = [&](const ir::Node& n, int v, std::string_view what) -> Status {
+    if (v < 0 || !p.activations.count(v)) {
+      return Unsupported(n, fmt::format("{} must be computed by an earlier supported node", what));
+    }
+    return Status::Ok();
+  };
+  auto need_const = [&](const ir::Node& n, int v, std::string_view what, bool f32) -> Status {
+    if (!is_const(v)) return Unsupported(n, fmt::format("{} must be a constant", what));
+    p.weights[v] = f32;
+    return Status::Ok();
+  };
+  auto bind_role = [&](const ir::Node& n, int v, int* role, std::string_view what) -> Status {
+    if (v < 0) return Status::Ok();
+    if (!is_input(v)) return Unsupported(n, fmt::format("{} must be a graph input", what));
+    if (*role >= 0 && *role != v) {
+      return Unsupported(n, fmt::format("a second graph input is used as {}", what));
+    }
+    *role = v;
+    return Status::Ok();
+  };
+
+  for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const ir::Node& n = g.nodes[ni];
+    LoweredOp op;
+    op.node = static_cast<int>(ni);
+    op.inputs = n.inputs;
+    op.outputs = n.outputs;
+    const bool surge_op = n.domain == ir::kSurgeDomain;
+    RowDomain out_domain = RowDomain::kTokens;
+    if (surge_op && n.op_type == "EmbedLayerNorm") {
+      op.kind = OpKind::kEmbedLayerNorm;
+      if (p.input_ids >= 0) return Unsupported(n, "only one EmbedLayerNorm per graph");
+      SURGE_RETURN_IF_ERROR(bind_role(n, n.input(0), &p.input_ids, "input_ids"));
+      if (p.input_ids < 0) return Unsupported(n, "input_ids is required");
+      SURGE_RETURN_IF_ERROR(bind_role(n, n.input(1), &p.token_type_ids, "token_type_ids"));
+      SURGE_RETURN_IF_ERROR(bind_role(n, n.input(2), &p.position_ids, "position_ids"));
+      SURGE_RETURN_IF_ERROR(bind_role(n, n.input(8), &p.mask, "attention_mask"));
+      SURGE_RETURN_IF_ERROR(need_const(n, n.input(3), "word_emb", false));
+      SURGE_RETURN_IF_ERROR(need_const(n, n.input(4), "pos_emb", false));
+      if (n.input(5) >= 0) SURGE_RETURN_IF_ERROR(need_const(n, n.input(5), "type_emb", false));
+      if (n.input(1) >= 0 && n.input(5) < 0) {
+        return InvalidArgumentError("{}: token_type_ids given without type_emb", Label(n));
+      }
+      SURGE_RETURN_IF_ERROR(need_const(n, n.input(6), "gamma", true));
+      SURGE_RETURN_IF_ERROR(need_const(n, n.input(7), "beta", true));
+      const Tensor& word = g.values[n.input(3)].constant;
+      const Tensor& pos = g.values[n.input(4)].constant;
+      if (word.rank() != 2 || pos.rank() != 2 || pos.dim(1) != word.dim(1)) {
+        return InvalidArgumentError("{}: word_emb {} and pos_emb {} must be [rows, H]", Label(n),
+                                    ShapeToString(word.shape()), ShapeToString(pos.shape()));
+      }
+      op.cols = static_cast<int>(word.dim(1));
+      p.vocab = word.dim(0);
+      p.max_positions = pos.dim(0);
+      p.type_vocab = n.input(5) >= 0 ? g.values[n.input(5)].constant.dim(0) : 0;
+      op.epsilon = static_cast<float>(n.GetFloat("epsilon", 1e-12));
+      p.position_mode = n.GetString("position_mode", "arange");
+      if (p.position_mode != "arange" && p.position_mode != "roberta") {
+        return InvalidArgumentError("{}: position_mode must be 'arange' or 'roberta', got '{}'",
+                                    Label(n), p.position_mode);
+      }
+      p.padding_idx = n.GetInt("padding_idx", 1);
+      p.ids_name = g.values[p.input_ids].name;
+    } else if (surge_op && n.op_type == "Linear") {
+      op.kind = OpKind::kLinear;
+      SURGE_RETURN_IF_ERROR(need_act(n, n.input(0), "X"));
+      SURGE_RETURN_IF_ERROR(need_const(n, n.input(1), "W", false));
+      const Tensor& w = g.values[n.input(1)].constant;
+      if (w.rank() != 2 || w.dim(0) != act_cols(n.input(0))) {
+        return InvalidArgumentError("{}: W {} does not fit X with {} columns", Label(n),
+                                    ShapeToString(w.shape()), act_cols(n.input(0)));
+      }
+      op.k = static_cast<int>(w.dim(0));
+      op.cols = static_cast<int>(w.dim(1));
+      if (n.input(2) >= 0) SURGE_RETURN_IF_ERROR(need_const(n, n.input(2), "B", false));
+      if (n.input(3) >= 0) {
+        SURGE_RETURN_IF_ERROR(need_act(n, n.input(3), "R"));
+        if (act_cols(n.input(3)) != op.cols || act_domain(n.input(3)) != act_domain(n.input(0))) {
+          return InvalidArgumentError("{}: residual does not have the output's shape", Label(n));
+        }
+      }
+      SURGE_ASSIGN_OR_RETURN(op.activation, ParseActivation(n, n.GetString("activation", "none")));
+      out_domain = act_domain(n.input(0));
+    } else if (surge_op && (n.op_type == "LayerNorm" || n.op_type == "SkipLayerNorm")) {
+      const bool skip = n.op_type == "SkipLayerNorm";
+      op.kind = skip ? OpKind::kSkipLayerNorm : OpKind::kLayerNorm;
+      SURGE_RETURN_IF_ERROR(need_act(n, n.input(0), "X"));
+      op.cols = act_cols(n.input(0));
+      if (skip) {
+        SURGE_RETURN_IF_ERROR(need_act(n, n.input(1), "skip"));
+        if (act_cols(n.input(1)) != op.cols || act_domain(n.input(1)) != act_domain(n.input(0))) {
+          return InvalidArgumentError("{}: skip must have the shape of X", Label(n));
+        }
+      }
+      const int gi = skip ? 2 : 1;
+      SURGE_RETURN_IF_ERROR(need_const(n, n.input(gi), "gamma", true));
+      SURGE_RETURN_IF_ERROR(need_const(n, n.input(gi + 1), "beta", true));
+      if (skip && n.input(4) >= 0) SURGE_RETURN_IF_ERROR(need_const(n, n.input(4), "bias", false));
+      for (int gv : {n.input(gi), n.input(gi + 1)}) {
+        if (g.values[gv].constant.numel() != op.cols) {
+          return InvalidArgumentError("{}: gamma/beta must have {} elements", Label(n), op.cols);
+        }
+      }
+      op.epsilon = static_cast<float>(n.GetFloat("epsilon", 1e-5));
+      out_domain = act_domain(n.input(0));
+    } else if (surge_op && n.op_type == "Gelu") {
+      op.kind = OpKind::kGelu;
+      SURGE_RETURN_IF_ERROR(need_act(n, n.input(0), "X"));
+      op.cols = act_cols(n.input(0));
+      op.activation =
+          n.GetString("approximate", "none") == "tanh" ? Activation::kGeluTanh : Activation::kGelu;
+      out_domain = act_domain(n.input(0));
+    } else if (surge_op && n.op_type == "Attention") {
+      op.kind = OpKind::kAttention;
+      SURGE_RETURN_IF_ERROR(need_act(n, n.input(0), "QKV"));
+      if (act_domain(n.input(0)) != RowDomain::kTokens)
+        return Unsupported(n, "QKV must be [B,S,3H]");
+      SURGE_RETURN_IF_ERROR(bind_role(n, n.input(1), &p.mask, "mask"));
+      const int three_h = act_cols(n.input(0));
+      op.num_heads = static_cast<int>(n.GetInt("num_heads", 0));
+      if (three_h % 3 != 0 || op.num_heads <= 0 || (three_h / 3) % op.num_heads != 0) {
+        return InvalidArgumentError("{}: num_heads {} must divide H = {}", Label(n), op.num_heads,
+                                    three_h / 3);
+      }
+      op.cols = three_h / 3;
+      op.head_dim = op.cols / op.num_heads;
+      if (op.head_dim != 32 && op.head_dim != 64 && op.head_dim != 128) {
+        return Unsupported(n, fmt::format("head dim {} (valid: 32, 64, 128)", op.head_dim));
+      }
+      op.scale = static_cast<float>(n.GetFloat("scale", 1.0 / std::sqrt(double(op.head_dim))));
+    } else if (n.domain.empty() && n.op_type == "Gather") {
+      op.kind = OpKind::kGatherFirst;
+      SURGE_RETURN_IF_ERROR(need_act(n, n.input(0), "data"));
+      const int idx = n.input(1);
+      const bool first = is_const(idx) && g.values[idx].constant.numel() == 1 &&
+                         g.values[idx].constant.rank() == 0 &&
+                         g.values[idx].constant.GetInt(0) == 0;
+      if (n.GetInt("axis", 0) != 1 || !first || act_domain(n.input(0)) != RowDomain::kTokens) {
+        return Unsupported(n, "only Gather of scalar index 0 along axis 1 of [B,S,H] ([CLS])");
+      }
+      op.cols = act_cols(n.input(0));
+      out_domain = RowDomain::kBatch;
+    } else {
+      return Unsupported(n, "no CUDA kernel for this op");
+    }
+    if (op.cols <= 0) return Unsupported(n, "its output columns are unknown");
+    const int max_outputs = op.kind == OpKind::kSkipLayerNorm ? 2 : 1;
+    if (static_cast<int>(n.outputs.size()) > max_outputs) {
+      return Unsupported(n, "extra outputs are not produced");
+    }
+    for (int o : n.outputs) {
+      if (o >= 0) p.activations[o] = {out_domain, op.cols};
+    }
+    const int64_t declared =
+        n.outputs.empty() || n.outputs[0] < 0 ? -1 : StaticLastDim(g.values[n.outputs[0]]);
+    if (declared >= 0 && declared != op.cols) {
+      return InvalidArgumentError("{}: output has {} columns, the kernel computes {}", Label(n),
+                                  declared, op.cols);
+    }
+    p.ops.push_back(std::move(op));
+  }
+  if (p.input_ids < 0) {
+    return UnimplementedError(
+        "cuda backend: the graph has no surge::EmbedLayerNorm reading input_ids; the cuda backend "
+        "runs fused encoder graphs (build with --backend cpu for others)");
+  }
+  for (int in : g.inputs) {
+    if (in != p.input_ids && in != p.token_type_ids && in != p.position_ids && in != p.mask) {
+      return UnimplementedError(
+          "cuda backend: graph input '{}' is not read by any supported "
+          "role (input_ids, token_type_ids, position_ids, attention_mask)",
+          g.values[in].name);
+    }
+  }
+  for (int out : g.outputs) {
+    if (!p.activations.count(out)) {
+      return UnimplementedError("cuda backend: graph output '{}' is not computed by a node",
+                                g.values[out].name);
+    }
+    const DType dt = g.values[out].dtype;
+    if (dt != DType::kFloat32 && dt != DType::kFloat16 && dt != DType::kBFloat16) {
+      return UnimplementedError(
+          "cuda backend: graph output '{}' has dtype {}; valid: float32, "
+          "float16, bfloat16",
+          g.values[out].name, DTypeName(dt));
+    }
+  }
+  p.padding_free = config.padding_free && p.mask >= 0;
+  return p;
+}
+
+Result<std::vector<uint8_t>> ConvertWeight(const Tensor& t, bool keep_f32, DataType dtype) {
+  if (t.dtype() != DType::kFloat32 && t.dtype() != DType::kFloat16 &&
+      t.dtype() != DType::kBFloat16 && t.dtype() != DType::kFloat64) {
+    return InvalidArgumentError(
+        "cuda backend: weight of dtype {} cannot be converted (valid: "
+        "float32, float16, bfloat16, float64)",
+        DTypeName(t.dtype()));
+  }
+  const Tensor f = t.dtype() == DType::kFloat32 ? t : t.ToFloat32();
+  const float* src = f.data_as<float>();
+  const int64_t n = f.numel();
+  std::vector<uint8_t> out(static_cast<size_t>(n) * (keep_f32 ? 4 : 2));
+  if (keep_f32) {
+    std::memcpy(out.data(), src, out.size());
+  } else if (dtype == DataType::kF16) {
+    auto* dst = reinterpret_cast<__half*>(out.data());
+    for (int64_t i = 0; i < n; ++i) dst[i] = __float2half_rn(src[i]);
+  } else {
+    auto* dst = reinterpret_cast<__nv_bfloat16*>(out.data());
+    for (int64_t i = 0; i < n; ++i) dst[i] = __float2bfloat16_rn(src[i]);
+  }
+  return out;
+}
+
+GemmDesc LinearGemm(const Program& p, const LoweredOp& op, int64_t rows, bool* needs_kernel) {
+  GemmDesc d;
+  d.dtype = p.dtype;
+  d.m = rows;
+  d.n = op.cols;
+  d.k = op.k;
+  const bool bias = op.inputs.size() > 2 && op.inputs[2] >= 0;
+  const bool residual = op.inputs.size() > 3 && op.inputs[3] >= 0;
+  *needs_kernel = false;
+  if (op.activation == Activation::kNone) {
+    d.epilogue = bias ? GemmEpilogue::kBias : GemmEpilogue::kNone;
+    d.residual = residual;
+  } else if (op.activation == Activation::kGeluTanh && bias && !residual) {
+    d.epilogue = GemmEpilogue::kBiasGeluTanh;  // cuBLASLt's GELU epilogue is the tanh form
+  } else {
+    d.epilogue = bias ? GemmEpilogue::kBias : GemmEpilogue::kNone;
+    *needs_kernel = true;
+  }
+  return d;
+}
+
+std::vector<GemmDesc> LinearGemms(const Program& p, int64_t token_rows, int64_t batch_rows) {
+  std::vector<GemmDesc> out;
+  for (const LoweredOp& op : p.ops) {
+    if (op.kind != OpKind::kLinear) continue;
+    const bool batch = p.activations.at(op.outputs[0]).domain == RowDomain::kBatch;
+    bool unused = false;
+    out.push_back(LinearGemm(p, op, batch ? batch_rows : token_rows, &unused));
+  }
+  return out;
+}
+
+std::string SerializeBlob(const Blob& b) {
+  std::string s(kBlobMagic, sizeof(kBlobMagic));
+  PutU32(&s, 1);  // version
+  PutU32(&s, b.dtype == DataType::kF16 ? 1 : 2);
+  PutU32(&s, b.padding_free ? 1 : 0);
+  PutU32(&s, static_cast<uint32_t>(b.weights.size()));
+  for (const auto& [id, bytes] : b.weights) {
+    PutU32(&s, static_cast<uint32_t>(id));
+    PutU64(&s, bytes.size());
+    s.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  }
+  PutU32(&s, static_cast<uint32_t>(b.tactics.size()));
+  for (const auto& [key, algo] : b.tactics) {
+    PutU32(&s, static_cast<uint32_t>(key.size()));
+    s += key;
+    s.append(reinterpret_cast<const char*>(&algo.algo), sizeof(algo.algo));
+    s.append(reinterpret_cast<const char*>(&algo.time_us), sizeof(float));
+  }
+  return s;
+}
+
+Result<Blob> ParseBlob(std::span<const uint8_t> bytes) {
+  Reader r(bytes);
+  char magic[8];
+  SURGE_RETURN_IF_ERROR(r.Read(magic, 8, "magic"));
+  if (std::memcmp(magic, kBlobMagic, 8) != 0) {
+    return DataLossError("cuda plan blob has a bad magic (not built by the cuda backend?)");
+  }
+  uint32_t version = 0, dtype = 0, pf = 0, count = 0;
+  SURGE_RETURN_IF_ERROR(r.Read(&version, 4, "version"));
+  if (version != 1) {
+    return DataLossError(
+        "cuda plan blob version {} is not supported (this build reads 1); "
+        "rebuild the plan",
+        version);
+  }
+  SURGE_RETURN_IF_ERROR(r.Read(&dtype, 4, "precision"));
+  if (dtype != 1 && dtype != 2)
+    return DataLossError("cuda plan blob precision {} is invalid", dtype);
+  SURGE_RETURN_IF_ERROR(r.Read(&pf, 4, "padding_free"));
+  Blob b;
+  b.dtype = dtype == 1 ? DataType::kF16 : DataType::kBF16;
+  b.padding_free = pf != 0;
+  SURGE_RETURN_IF_ERROR(r.Read(&count, 4, "weight count"));
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t id = 0;
+    uint64_t n = 0;
+    SURGE_RETURN_IF_ERROR(r.Read(&id, 4, "weight id"));
+    SURGE_RETURN_IF_ERROR(r.Read(&n, 8, "weight size"));
+    if (n > r.left())
+      return DataLossError("cuda plan blob: weight {} claims {} bytes, {} left", id, n, r.left());
+    std::vector<uint8_t> w(n);
+    SURGE_RETURN_IF_ERROR(r.Read(w.data(), n, "weight bytes"));
+    b.weights[static_cast<int>(id)] = std::move(w);
+  }
+  SURGE_RETURN_IF_ERROR(r.Read(&count, 4, "tactic count"));
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t len = 0;
+    SURGE_RETURN_IF_ERROR(r.Read(&len, 4, "tactic key length"));
+    if (len > r.left())
+      return DataLossError("cuda plan blob: tactic key of {} bytes, {} left", len, r.left());
+    std::string key(len, '\0');
+    SURGE_RETURN_IF_ERROR(r.Read(key.data(), len, "tactic key"));
+    GemmAlgo a;
+    SURGE_RETURN_IF_ERROR(r.Read(&a.algo, sizeof(a.algo), "tactic algorithm"));
+    SURGE_RETURN_IF_ERROR(r.Read(&a.time_us, sizeof(float), "tactic time"));
+    a.valid = true;
+    b.tactics[key] = a;
+  }
+  if (r.left() != 0) return DataLossError("cuda plan blob has {} trailing bytes", r.left());
+  return b;
+}
+
+}  // namespace surge::engine::cuda

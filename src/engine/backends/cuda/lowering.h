@@ -1,0 +1,103 @@
+// Lowering of an optimised graph to the CUDA backend's program: which kernel runs each node, the
+// row domain of every activation (token rows [B*S or packed T, C] or batch rows [B, C]), the
+// weights converted to the device precision, and the plan blob that stores them with the GEMM
+// tactics. Shared by Lower (build time) and Load (run time). Host-only code; no GPU needed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "engine/backends/cuda/gemm.h"
+#include "engine/backends/cuda/kernel_common.h"
+#include "engine/ir/graph.h"
+#include "engine/runtime/backend.h"
+
+namespace surge::engine::cuda {
+
+enum class OpKind {
+  kEmbedLayerNorm,
+  kLinear,
+  kLayerNorm,
+  kSkipLayerNorm,
+  kGelu,
+  kAttention,
+  kGatherFirst
+};
+// Token rows follow the tokens (B*S padded, T packed); batch rows are one per sequence.
+enum class RowDomain { kTokens, kBatch };
+
+struct LoweredOp {
+  OpKind kind;
+  int node = -1;             // index into graph.nodes
+  std::vector<int> inputs;   // value ids (-1: absent), node order
+  std::vector<int> outputs;  // value ids (-1: unused)
+  int cols = 0;              // output columns
+  int k = 0;                 // Linear: input columns
+  Activation activation = Activation::kNone;
+  float epsilon = 1e-5f;
+  int num_heads = 0, head_dim = 0;
+  float scale = 0.f;
+};
+
+struct ActivationInfo {
+  RowDomain domain = RowDomain::kTokens;
+  int cols = 0;
+};
+
+struct Program {
+  DataType dtype = DataType::kF16;
+  bool padding_free = false;  // packing allowed (config on and the graph has a mask input)
+  // Graph inputs by role (value ids, -1 when absent) and their graph-input positions.
+  int input_ids = -1, token_type_ids = -1, position_ids = -1, mask = -1;
+  std::map<int, int> input_position;  // value id -> position in graph.inputs
+  std::string ids_name;               // the input the profile is looked up by
+  std::string position_mode = "arange";
+  int64_t padding_idx = 1;
+  int64_t vocab = 0, max_positions = 0, type_vocab = 0;
+  std::vector<LoweredOp> ops;
+  std::map<int, ActivationInfo> activations;  // every non-constant, non-input value
+  // Constants the kernels read: value id -> true when kept in float32 (LayerNorm gamma/beta),
+  // false when converted to `dtype`.
+  std::map<int, bool> weights;
+};
+
+// Checks that every node has a CUDA kernel and derives the program. Errors name the node and op
+// and list what is supported.
+Result<Program> AnalyzeGraph(const ir::Graph& graph, const BuilderConfig& config);
+
+// The device precision for a BuilderConfig precision (fp16 / bf16; fp32 builds use fp16 kernels
+// with float32 statistics is not offered: it is an error naming the valid choices).
+Result<DataType> DeviceType(Precision precision);
+
+// Tactic key of a GEMM independent of its row count: tactics tuned at the profile's opt rows are
+// tried (and checked) at every row count.
+std::string TacticKey(const GemmDesc& desc);
+
+struct Blob {
+  DataType dtype = DataType::kF16;
+  bool padding_free = true;
+  std::map<int, std::vector<uint8_t>> weights;  // value id -> bytes in device layout
+  std::map<std::string, GemmAlgo> tactics;      // TacticKey -> algorithm
+};
+
+std::string SerializeBlob(const Blob& blob);
+// DataLoss naming what is wrong on truncated or corrupt bytes.
+Result<Blob> ParseBlob(std::span<const uint8_t> bytes);
+
+// Converts a float32/float16/bfloat16/float64 constant to the bytes the kernels read (float32 or
+// `dtype`).
+Result<std::vector<uint8_t>> ConvertWeight(const Tensor& t, bool keep_float32, DataType dtype);
+
+// The Linear GEMM shapes of `program` at `rows` token rows (batch-domain GEMMs at `batch` rows).
+std::vector<GemmDesc> LinearGemms(const Program& program, int64_t token_rows, int64_t batch_rows);
+// The GEMM run for one Linear op at `rows` rows, and whether a separate bias/activation/residual
+// pass follows it.
+GemmDesc LinearGemm(const Program& program, const LoweredOp& op, int64_t rows,
+                    bool* needs_epilogue_kernel);
+
+}  // namespace surge::engine::cuda

@@ -1,0 +1,87 @@
+#include "engine/backends/cuda/device_math.cuh"
+#include "engine/backends/cuda/pack_kernels.h"
+
+namespace surge::engine::cuda {
+namespace {
+
+__global__ void GatherRowsKernel(RowMoveArgs a) {
+  const int64_t words = a.row_bytes / 4;
+  const int64_t r = blockIdx.x;
+  const uint32_t* src = static_cast<const uint32_t*>(a.src) + a.index[r] * words;
+  uint32_t* dst = static_cast<uint32_t*>(a.dst) + r * words;
+  for (int64_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
+}
+
+__global__ void ScatterRowsKernel(RowMoveArgs a) {
+  const int64_t words = a.row_bytes / 4;
+  const int64_t r = blockIdx.x;
+  const uint32_t* src = static_cast<const uint32_t*>(a.src) + r * words;
+  uint32_t* dst = static_cast<uint32_t*>(a.dst) + a.index[r] * words;
+  for (int64_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
+}
+
+template <typename T>
+__global__ void FromF32Kernel(const float* src, T* dst, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    dst[i] = FromFloat<T>(src[i]);
+  }
+}
+
+template <typename T>
+__global__ void ToF32Kernel(const T* src, float* dst, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    dst[i] = ToFloat(src[i]);
+  }
+}
+
+unsigned GridFor(int64_t n) {
+  const int64_t b = (n + 255) / 256;
+  return static_cast<unsigned>(b < 4096 ? (b > 0 ? b : 1) : 4096);
+}
+
+}  // namespace
+
+bool RowMoveCanImplement(const RowMoveArgs& a) {
+  return a.row_bytes > 0 && a.row_bytes % 4 == 0 && a.rows >= 0 && a.src && a.dst && a.index;
+}
+
+size_t RowMoveWorkspaceSize(const RowMoveArgs&) { return 0; }
+
+cudaError_t GatherRowsRun(const RowMoveArgs& a, void*, cudaStream_t stream) {
+  if (a.rows == 0) return cudaSuccess;
+  GatherRowsKernel<<<static_cast<unsigned>(a.rows), 128, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t ScatterRowsRun(const RowMoveArgs& a, void*, cudaStream_t stream) {
+  cudaError_t err = cudaMemsetAsync(a.dst, 0, a.dst_rows * a.row_bytes, stream);
+  if (err != cudaSuccess || a.rows == 0) return err;
+  ScatterRowsKernel<<<static_cast<unsigned>(a.rows), 128, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+cudaError_t ConvertFromFloat32(DataType to, const float* src, void* dst, int64_t n,
+                               cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (to == DataType::kF16) {
+    FromF32Kernel<<<GridFor(n), 256, 0, stream>>>(src, static_cast<__half*>(dst), n);
+  } else {
+    FromF32Kernel<<<GridFor(n), 256, 0, stream>>>(src, static_cast<__nv_bfloat16*>(dst), n);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t ConvertToFloat32(DataType from, const void* src, float* dst, int64_t n,
+                             cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (from == DataType::kF16) {
+    ToF32Kernel<<<GridFor(n), 256, 0, stream>>>(static_cast<const __half*>(src), dst, n);
+  } else {
+    ToF32Kernel<<<GridFor(n), 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(src), dst, n);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace surge::engine::cuda

@@ -1,0 +1,314 @@
+// The CUDA backend end to end on a small fused encoder graph: against the reference evaluator,
+// padded vs padding-free, eager vs CUDA-graph replay, several contexts; and the errors that need
+// no GPU (unsupported graphs, corrupt blobs, no device).
+#include "engine/backends/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include "engine/backends/cuda/lowering.h"
+#include "op_test_harness.h"
+
+namespace surge::engine::cuda::testing {
+namespace {
+
+constexpr int64_t kH = 128, kHeads = 2, kFfn = 256, kVocab = 60, kMaxPos = 64;
+
+struct Encoder {
+  std::shared_ptr<ir::Graph> graph = std::make_shared<ir::Graph>();
+};
+
+// Two encoder layers in fused form, last hidden state and a tanh pooler over [CLS].
+std::shared_ptr<ir::Graph> MakeEncoder(std::mt19937& rng, bool with_gather = true) {
+  auto g = std::make_shared<ir::Graph>();
+  auto w = [&](const std::string& name, Shape s, float scale = 0.1f) {
+    return g->AddConstant(name, Random(std::move(s), rng, DataType::kF16, -scale, scale));
+  };
+  auto one = [&](const std::string& name) {
+    return g->AddConstant(name, Random({kH}, rng, DataType::kF16, 0.8f, 1.2f));
+  };
+  const ir::SymShape bs = {ir::Dim::Symbol("batch"), ir::Dim::Symbol("seq")};
+  const int ids = g->AddInput("input_ids", DType::kInt64, bs);
+  const int mask = g->AddInput("attention_mask", DType::kInt64, bs);
+  auto node = [&](std::string op, std::vector<int> in, std::map<std::string, ir::Attribute> attrs,
+                  int n_out = 1, std::string domain = std::string(ir::kSurgeDomain)) {
+    ir::Node n;
+    n.op_type = op;
+    n.domain = domain;
+    n.name = g->UniqueName(op);
+    n.inputs = std::move(in);
+    n.attrs = std::move(attrs);
+    for (int i = 0; i < n_out; ++i)
+      n.outputs.push_back(g->AddValue(n.name + "_out", DType::kFloat32));
+    g->AddNode(n);
+    return g->nodes.back().outputs;
+  };
+  int x = node("EmbedLayerNorm",
+               {ids, -1, -1, w("word", {kVocab, kH}, 1.f), w("pos", {kMaxPos, kH}, 1.f), -1,
+                one("eg"), w("eb", {kH}), mask},
+               {{"epsilon", 1e-12}})[0];
+  for (int layer = 0; layer < 2; ++layer) {
+    const int qkv = node("Linear", {x, w("wqkv", {kH, 3 * kH}), w("bqkv", {3 * kH})}, {})[0];
+    const int att = node("Attention", {qkv, mask}, {{"num_heads", kHeads}})[0];
+    const int proj = node("Linear", {att, w("wo", {kH, kH}), w("bo", {kH})}, {})[0];
+    const int ln1 =
+        node("SkipLayerNorm", {proj, x, one("g1"), w("b1", {kH})}, {{"epsilon", 1e-12}})[0];
+    const int ff = node("Linear", {ln1, w("w1", {kH, kFfn}), w("bf1", {kFfn})},
+                        {{"activation", std::string("gelu")}})[0];
+    const int ff2 = node("Linear", {ff, w("w2", {kFfn, kH}), w("bf2", {kH}), ln1}, {})[0];
+    x = node("LayerNorm", {ff2, one("g2"), w("b2", {kH})}, {{"epsilon", 1e-12}})[0];
+  }
+  g->outputs.push_back(x);
+  if (with_gather) {
+    Tensor zero(DType::kInt64, Shape{});
+    const int idx = g->AddConstant("zero", zero);
+    const int cls = node("Gather", {x, idx}, {{"axis", int64_t{1}}}, 1, "")[0];
+    const int pooled = node("Linear", {cls, w("wp", {kH, kH}), w("bp", {kH})},
+                            {{"activation", std::string("tanh")}})[0];
+    g->outputs.push_back(pooled);
+  }
+  return g;
+}
+
+// Runs the graph node by node with the reference evaluator.
+std::vector<Tensor> RunReference(const ir::Graph& g, const std::vector<Tensor>& inputs) {
+  std::map<int, Tensor> vals;
+  for (size_t i = 0; i < g.inputs.size(); ++i) vals[g.inputs[i]] = inputs[i];
+  for (const ir::Node& n : g.nodes) {
+    std::vector<Tensor> in;
+    for (int v : n.inputs) {
+      in.push_back(v < 0 ? Tensor() : g.values[v].is_constant() ? g.values[v].constant : vals[v]);
+    }
+    std::vector<Tensor> out;
+    Status st = ir::EvalNode(n, in, &out);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    for (size_t k = 0; k < n.outputs.size() && k < out.size(); ++k) vals[n.outputs[k]] = out[k];
+  }
+  std::vector<Tensor> outs;
+  for (int o : g.outputs) outs.push_back(vals[o]);
+  return outs;
+}
+
+BuilderConfig Config(bool padding_free, Precision p = Precision::kFp16) {
+  BuilderConfig c;
+  c.backend = "cuda";
+  c.precision = p;
+  c.padding_free = padding_free;
+  c.profile.inputs.push_back({"input_ids", {1, 1}, {4, 32}, {8, 64}});
+  c.profile.inputs.push_back({"attention_mask", {1, 1}, {4, 32}, {8, 64}});
+  return c;
+}
+
+struct Batch {
+  std::vector<Tensor> inputs;
+  std::vector<int64_t> real_rows;  // flat b*S+s of tokens with mask 1
+};
+
+Batch MakeBatch(std::mt19937& rng, int64_t B, int64_t S, std::vector<int64_t> lens) {
+  Tensor ids(DType::kInt64, {B, S}), mask(DType::kInt64, {B, S});
+  std::uniform_int_distribution<int> id(1, kVocab - 1);
+  Batch out;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t s = 0; s < S; ++s) {
+      ids.data_as<int64_t>()[b * S + s] = id(rng);
+      const bool real = s < lens[b];
+      mask.data_as<int64_t>()[b * S + s] = real;
+      if (real) out.real_rows.push_back(b * S + s);
+    }
+  }
+  out.inputs = {ids, mask};
+  return out;
+}
+
+Result<std::unique_ptr<BackendEngine>> Build(std::shared_ptr<ir::Graph> g, const BuilderConfig& c,
+                                             EngineOptions opts = {}) {
+  auto backend = CreateCudaBackend();
+  SURGE_ASSIGN_OR_RETURN(std::string blob, backend->Lower(*g, c));
+  return backend->Load(
+      g, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(blob.data()), blob.size()), c,
+      opts);
+}
+
+TEST(CudaBackend, NameAndArch) {
+  auto b = CreateCudaBackend();
+  EXPECT_EQ(b->name(), "cuda");
+  EXPECT_EQ(b->DeviceArch(), "sm_90a");
+}
+
+TEST(CudaBackend, LowerRejectsUnsupportedOpsWithoutGpu) {
+  std::mt19937 rng(1);
+  auto g = MakeEncoder(rng);
+  ir::Node n;
+  n.op_type = "Softmax";
+  n.name = "stray_softmax";
+  n.inputs = {g->outputs[0]};
+  n.outputs = {g->AddValue("sm", DType::kFloat32)};
+  g->AddNode(n);
+  auto r = CreateCudaBackend()->Lower(*g, Config(true));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(r.status().message().find("stray_softmax"), std::string::npos) << r.status().message();
+}
+
+TEST(CudaBackend, LowerRejectsFp32AndMissingProfile) {
+  std::mt19937 rng(2);
+  auto g = MakeEncoder(rng);
+  auto r = CreateCudaBackend()->Lower(*g, Config(true, Precision::kFp32));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("fp16"), std::string::npos);
+  BuilderConfig c = Config(true);
+  c.profile.inputs.clear();
+  r = CreateCudaBackend()->Lower(*g, c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("profile"), std::string::npos) << r.status().message();
+}
+
+TEST(CudaBackend, BlobRoundTripAndCorruption) {
+  Blob b;
+  b.dtype = DataType::kBF16;
+  b.weights[3] = {1, 2, 3, 4};
+  GemmAlgo a;
+  a.valid = true;
+  a.time_us = 12.5f;
+  b.tactics["bf16 m=0 n=8 k=8 epi=1 res=0"] = a;
+  const std::string s = SerializeBlob(b);
+  auto bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  auto back = ParseBlob(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->dtype, DataType::kBF16);
+  EXPECT_EQ(back->weights.at(3), (std::vector<uint8_t>{1, 2, 3, 4}));
+  EXPECT_FLOAT_EQ(back->tactics.begin()->second.time_us, 12.5f);
+  for (size_t cut : {size_t{0}, size_t{7}, size_t{20}, s.size() - 1}) {
+    auto r = ParseBlob(bytes.first(cut));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  }
+  std::string bad = s;
+  bad[0] = 'X';
+  EXPECT_FALSE(
+      ParseBlob(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bad.data()), bad.size()))
+          .ok());
+}
+
+TEST(CudaBackend, LoadWithoutGpuIsUnavailable) {
+  if (CudaDeviceAvailable().ok()) GTEST_SKIP() << "a GPU is present; this checks the no-GPU error";
+  std::mt19937 rng(3);
+  auto r = Build(MakeEncoder(rng), Config(true));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("no CUDA device"), std::string::npos) << r.status().message();
+}
+
+class CudaEncoderTest : public ::testing::Test {
+ protected:
+  void SetUp() override { SURGE_SKIP_WITHOUT_GPU(); }
+  std::mt19937 rng_{42};
+};
+
+TEST_F(CudaEncoderTest, MatchesReferencePaddedAndPaddingFree) {
+  auto g = MakeEncoder(rng_);
+  const int64_t B = 5, S = 37;
+  Batch batch = MakeBatch(rng_, B, S, {37, 20, 1, 33, 9});
+  auto ref = RunReference(*g, batch.inputs);
+  std::vector<int64_t> cls_rows;
+  for (int64_t b = 0; b < B; ++b) cls_rows.push_back(b);
+  std::vector<std::vector<Tensor>> results;
+  for (bool padding_free : {false, true}) {
+    auto engine = Build(g, Config(padding_free));
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    auto ctx = (*engine)->CreateContext();
+    ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+    for (int rep = 0; rep < 3; ++rep) {  // eager, then captured graph replays
+      std::vector<Tensor> out;
+      Status st = (*ctx)->Execute(batch.inputs, &out);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      ASSERT_EQ(out.size(), 2u);
+      EXPECT_EQ(out[0].shape(), (Shape{B, S, kH}));
+      EXPECT_EQ(out[1].shape(), (Shape{B, kH}));
+      EXPECT_LT(RelError(out[0], ref[0], kH, batch.real_rows), 1e-2)
+          << "padding_free " << padding_free << " rep " << rep;
+      EXPECT_LT(RelError(out[1], ref[1]), 1e-2) << "pooled, padding_free " << padding_free;
+      if (rep == 2) results.push_back(out);
+    }
+  }
+  // Padded and padding-free agree on every real token and on the pooled output.
+  EXPECT_LT(RelError(results[1][0], results[0][0], kH, batch.real_rows), 5e-3);
+  EXPECT_LT(RelError(results[1][1], results[0][1]), 5e-3);
+  // Padding positions of the scattered output are zero in padding-free mode.
+  EXPECT_EQ(results[1][0].data_as<float>()[(1 * S + 30) * kH], 0.f);
+}
+
+TEST_F(CudaEncoderTest, Bf16MatchesReference) {
+  auto g = MakeEncoder(rng_);
+  Batch batch = MakeBatch(rng_, 3, 16, {16, 5, 11});
+  auto ref = RunReference(*g, batch.inputs);
+  auto engine = Build(g, Config(true, Precision::kBf16));
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  auto ctx = (*engine)->CreateContext();
+  ASSERT_TRUE(ctx.ok());
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*ctx)->Execute(batch.inputs, &out).ok());
+  EXPECT_LT(RelError(out[0], ref[0], kH, batch.real_rows), 5e-2);
+}
+
+TEST_F(CudaEncoderTest, ShapesChangeAndContextsShareTheEngine) {
+  auto g = MakeEncoder(rng_);
+  auto engine = Build(g, Config(true));
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  auto c1 = (*engine)->CreateContext();
+  auto c2 = (*engine)->CreateContext();
+  ASSERT_TRUE(c1.ok() && c2.ok());
+  for (auto [B, S] : {std::pair<int64_t, int64_t>{1, 1}, {8, 64}, {2, 17}, {8, 64}}) {
+    std::vector<int64_t> lens;
+    for (int64_t b = 0; b < B; ++b) lens.push_back(1 + (b * 7) % S);
+    Batch batch = MakeBatch(rng_, B, S, lens);
+    auto ref = RunReference(*g, batch.inputs);
+    for (auto* ctx : {&*c1, &*c2}) {
+      std::vector<Tensor> out;
+      Status st = (*ctx)->Execute(batch.inputs, &out);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      EXPECT_LT(RelError(out[0], ref[0], kH, batch.real_rows), 1e-2) << B << "x" << S;
+      EXPECT_LT(RelError(out[1], ref[1]), 1e-2) << B << "x" << S;
+    }
+  }
+}
+
+TEST_F(CudaEncoderTest, LeftPaddingFallsBackToPadded) {
+  auto g = MakeEncoder(rng_);
+  Batch batch = MakeBatch(rng_, 2, 12, {12, 12});
+  batch.inputs[1].data_as<int64_t>()[12] = 0;  // batch 1, token 0 is padding
+  batch.real_rows.erase(std::find(batch.real_rows.begin(), batch.real_rows.end(), 12));
+  auto ref = RunReference(*g, batch.inputs);
+  auto engine = Build(g, Config(true));
+  ASSERT_TRUE(engine.ok());
+  auto ctx = (*engine)->CreateContext();
+  std::vector<Tensor> out;
+  ASSERT_TRUE((*ctx)->Execute(batch.inputs, &out).ok());
+  EXPECT_LT(RelError(out[0], ref[0], kH, batch.real_rows), 1e-2);
+  EXPECT_LT(RelError(out[1], ref[1]), 1e-2);
+}
+
+TEST_F(CudaEncoderTest, BadInputsAndBudget) {
+  auto g = MakeEncoder(rng_);
+  auto engine = Build(g, Config(true));
+  ASSERT_TRUE(engine.ok());
+  auto ctx = (*engine)->CreateContext();
+  Batch batch = MakeBatch(rng_, 2, 8, {8, 3});
+  batch.inputs[0].data_as<int64_t>()[5] = kVocab + 3;
+  std::vector<Tensor> out;
+  Status st = (*ctx)->Execute(batch.inputs, &out);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.ToString();
+  Batch big = MakeBatch(rng_, 9, 8, std::vector<int64_t>(9, 8));
+  EXPECT_EQ((*ctx)->Execute(big.inputs, &out).code(), StatusCode::kOutOfRange);
+  // A budget that holds the weights but not a context.
+  EngineOptions opts;
+  opts.memory_budget_bytes = 2u << 20;
+  auto small = Build(g, Config(true), opts);
+  ASSERT_TRUE(small.ok()) << small.status().ToString();
+  auto c = (*small)->CreateContext();
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(c.status().message().find("budget"), std::string::npos) << c.status().message();
+}
+
+}  // namespace
+}  // namespace surge::engine::cuda::testing

@@ -1,0 +1,367 @@
+// Each CUDA kernel against the reference evaluator (ir::EvalNode) on random inputs: odd sizes,
+// masks with padding, FP16 and BF16. Tolerances: see op_test_harness.h.
+#include <cuda_runtime_api.h>
+
+#include "engine/backends/cuda/attention_kernels.h"
+#include "engine/backends/cuda/bias_act_kernels.h"
+#include "engine/backends/cuda/embed_layer_norm_kernels.h"
+#include "engine/backends/cuda/gemm.h"
+#include "engine/backends/cuda/layer_norm_kernels.h"
+#include "engine/backends/cuda/lowering.h"
+#include "engine/backends/cuda/pack_kernels.h"
+#include "op_test_harness.h"
+
+namespace surge::engine::cuda::testing {
+namespace {
+
+ir::Node Fused(std::string op, std::map<std::string, ir::Attribute> attrs = {}) {
+  ir::Node n;
+  n.op_type = std::move(op);
+  n.domain = std::string(ir::kSurgeDomain);
+  n.name = "test";
+  n.attrs = std::move(attrs);
+  return n;
+}
+
+Tensor Ints(Shape shape, const std::vector<int64_t>& v) {
+  Tensor t(DType::kInt64, std::move(shape));
+  std::copy(v.begin(), v.end(), t.data_as<int64_t>());
+  return t;
+}
+
+class CudaOpTest : public ::testing::TestWithParam<DataType> {
+ protected:
+  void SetUp() override { SURGE_SKIP_WITHOUT_GPU(); }
+  DataType dt() const { return GetParam(); }
+  std::mt19937 rng_{1234};
+};
+
+TEST_P(CudaOpTest, LayerNormMatchesReference) {
+  for (int cols : {768, 1001, 33}) {
+    const int64_t rows = 37;
+    Tensor x = Random({rows, cols}, rng_, dt(), -3.f, 5.f);
+    Tensor gamma = Random({cols}, rng_, DataType::kF16),
+           beta = Random({cols}, rng_, DataType::kF16);
+    DeviceTensor dx(x, dt()), dg(gamma, dt(), true), db(beta, dt(), true), dy(rows * cols * 2);
+    LayerNormArgs a{dt(),
+                    rows,
+                    cols,
+                    dx.get(),
+                    nullptr,
+                    nullptr,
+                    static_cast<const float*>(dg.get()),
+                    static_cast<const float*>(db.get()),
+                    1e-5f,
+                    dy.get(),
+                    nullptr};
+    ASSERT_TRUE(LayerNormCanImplement(a));
+    CheckCuda(LayerNormRun(a, nullptr, nullptr), "LayerNormRun");
+    auto ref =
+        Reference(Fused("LayerNorm", {{"epsilon", 1e-5}}), std::vector<Tensor>{x, gamma, beta});
+    EXPECT_LT(RelError(dy.Download({rows, cols}, dt()), ref[0]), Tolerance(dt()))
+        << "cols " << cols;
+  }
+}
+
+TEST_P(CudaOpTest, LayerNormLargeValuesDoNotOverflow) {
+  // Squares of these values overflow FP16 (max 65504); statistics are float32.
+  const int64_t rows = 5, cols = 768;
+  Tensor x = Random({rows, cols}, rng_, dt(), 200.f, 900.f);
+  Tensor gamma = Random({cols}, rng_, DataType::kF16), beta = Random({cols}, rng_, DataType::kF16);
+  DeviceTensor dx(x, dt()), dg(gamma, dt(), true), db(beta, dt(), true), dy(rows * cols * 2);
+  LayerNormArgs a{dt(),
+                  rows,
+                  cols,
+                  dx.get(),
+                  nullptr,
+                  nullptr,
+                  static_cast<const float*>(dg.get()),
+                  static_cast<const float*>(db.get()),
+                  1e-5f,
+                  dy.get(),
+                  nullptr};
+  CheckCuda(LayerNormRun(a, nullptr, nullptr), "LayerNormRun");
+  auto ref = Reference(Fused("LayerNorm"), std::vector<Tensor>{x, gamma, beta});
+  EXPECT_LT(RelError(dy.Download({rows, cols}, dt()), ref[0]), 4 * Tolerance(dt()));
+}
+
+TEST_P(CudaOpTest, SkipLayerNormWithBiasAndSum) {
+  const int64_t rows = 29, cols = 391;
+  Tensor x = Random({rows, cols}, rng_, dt()), skip = Random({rows, cols}, rng_, dt());
+  Tensor gamma = Random({cols}, rng_, DataType::kF16), beta = Random({cols}, rng_, DataType::kF16);
+  Tensor bias = Random({cols}, rng_, dt());
+  DeviceTensor dx(x, dt()), ds(skip, dt()), dbias(bias, dt()), dg(gamma, dt(), true),
+      db(beta, dt(), true), dy(rows * cols * 2), dsum(rows * cols * 2);
+  LayerNormArgs a{dt(),
+                  rows,
+                  static_cast<int>(cols),
+                  dx.get(),
+                  ds.get(),
+                  dbias.get(),
+                  static_cast<const float*>(dg.get()),
+                  static_cast<const float*>(db.get()),
+                  1e-6f,
+                  dy.get(),
+                  dsum.get()};
+  CheckCuda(LayerNormRun(a, nullptr, nullptr), "LayerNormRun");
+  auto ref = Reference(Fused("SkipLayerNorm", {{"epsilon", 1e-6}}),
+                       std::vector<Tensor>{x, skip, gamma, beta, bias});
+  EXPECT_LT(RelError(dy.Download({rows, cols}, dt()), ref[0]), Tolerance(dt()));
+  EXPECT_LT(RelError(dsum.Download({rows, cols}, dt()), ref[1]), Tolerance(dt()));
+}
+
+TEST_P(CudaOpTest, EmbedLayerNormPaddedAndPacked) {
+  for (std::string mode : {"arange", "roberta"}) {
+    const int64_t B = 3, S = 17, H = 96, V = 50, P = 40, T = 2;
+    const int64_t pad = 1;
+    std::vector<int64_t> ids(B * S), types(B * S);
+    std::vector<int32_t> ids32(B * S), types32(B * S), pos32(B * S);
+    std::uniform_int_distribution<int> id(2, V - 1), ty(0, T - 1);
+    const int lens[3] = {17, 9, 1};
+    for (int64_t b = 0; b < B; ++b) {
+      int running = 0;
+      for (int64_t s = 0; s < S; ++s) {
+        const bool real = s < lens[b];
+        ids[b * S + s] = real ? id(rng_) : pad;
+        types[b * S + s] = ty(rng_);
+        running += real;
+        pos32[b * S + s] = mode == "arange" ? s : (real ? running + pad : pad);
+        ids32[b * S + s] = static_cast<int32_t>(ids[b * S + s]);
+        types32[b * S + s] = static_cast<int32_t>(types[b * S + s]);
+      }
+    }
+    Tensor word = Random({V, H}, rng_, dt()), pos = Random({P, H}, rng_, dt()),
+           type = Random({T, H}, rng_, dt());
+    Tensor gamma = Random({H}, rng_, DataType::kF16), beta = Random({H}, rng_, DataType::kF16);
+    DeviceTensor dw(word, dt()), dp(pos, dt()), dtp(type, dt()), dg(gamma, dt(), true),
+        db(beta, dt(), true), dids = UploadInts(ids32), dty = UploadInts(types32),
+                              dpos = UploadInts(pos32), dy(B * S * H * 2);
+    std::vector<int32_t> packed_rows;
+    std::vector<int64_t> rows64;
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t s = 0; s < lens[b]; ++s) {
+        packed_rows.push_back(static_cast<int32_t>(b * S + s));
+        rows64.push_back(b * S + s);
+      }
+    }
+    DeviceTensor drows = UploadInts(packed_rows);
+    auto ref = Reference(Fused("EmbedLayerNorm",
+                               {{"epsilon", 1e-12}, {"position_mode", mode}, {"padding_idx", pad}}),
+                         std::vector<Tensor>{Ints({B, S}, ids), Ints({B, S}, types), Tensor(), word,
+                                             pos, type, gamma, beta});
+    EmbedLayerNormArgs a;
+    a.dtype = dt();
+    a.rows = B * S;
+    a.hidden = H;
+    a.input_ids = static_cast<const int32_t*>(dids.get());
+    a.type_ids = static_cast<const int32_t*>(dty.get());
+    a.positions = static_cast<const int32_t*>(dpos.get());
+    a.word_emb = dw.get();
+    a.pos_emb = dp.get();
+    a.type_emb = dtp.get();
+    a.gamma = static_cast<const float*>(dg.get());
+    a.beta = static_cast<const float*>(db.get());
+    a.epsilon = 1e-12f;
+    a.y = dy.get();
+    ASSERT_TRUE(EmbedLayerNormCanImplement(a));
+    CheckCuda(EmbedLayerNormRun(a, nullptr, nullptr), "EmbedLayerNormRun");
+    EXPECT_LT(RelError(dy.Download({B * S, H}, dt()), ref[0]), Tolerance(dt())) << mode;
+    // Packed: only real tokens, in order.
+    dy.Poison();
+    a.rows = static_cast<int64_t>(packed_rows.size());
+    a.row_index = static_cast<const int32_t*>(drows.get());
+    CheckCuda(EmbedLayerNormRun(a, nullptr, nullptr), "EmbedLayerNormRun packed");
+    std::vector<int64_t> got_rows(rows64.size());
+    for (size_t i = 0; i < got_rows.size(); ++i) got_rows[i] = static_cast<int64_t>(i);
+    EXPECT_LT(RelError(dy.Download({a.rows, H}, dt()), ref[0], H, got_rows, rows64),
+              Tolerance(dt()))
+        << mode << " packed";
+  }
+}
+
+TEST_P(CudaOpTest, AttentionPaddedAndPackedMatchReference) {
+  for (int d : {32, 64, 128}) {
+    const int B = 3, S = 77, heads = 3, H = heads * d;
+    const int lens[3] = {77, 40, 1};
+    Tensor qkv = Random({B, S, 3 * H}, rng_, dt(), -2.f, 2.f);
+    std::vector<int64_t> mask(B * S);
+    std::vector<int32_t> mask32(B * S);
+    for (int b = 0; b < B; ++b) {
+      for (int s = 0; s < S; ++s)
+        mask32[b * S + s] = static_cast<int32_t>(mask[b * S + s] = s < lens[b]);
+    }
+    auto ref = Reference(Fused("Attention", {{"num_heads", int64_t{heads}}}),
+                         std::vector<Tensor>{qkv, Ints({B, S}, mask)});
+    DeviceTensor dqkv(qkv, dt()), dmask = UploadInts(mask32), dout(int64_t{B} * S * H * 2);
+    AttentionArgs a;
+    a.dtype = dt();
+    a.batch = B;
+    a.seq = S;
+    a.num_heads = heads;
+    a.head_dim = d;
+    a.scale = 1.f / std::sqrt(static_cast<float>(d));
+    a.key_mask = static_cast<const int32_t*>(dmask.get());
+    a.qkv = dqkv.get();
+    a.out = dout.get();
+    ASSERT_TRUE(AttentionCanImplement(a));
+    CheckCuda(AttentionRun(a, nullptr, nullptr), "AttentionRun padded");
+    EXPECT_LT(RelError(dout.Download({B * S, H}, dt()), ref[0]), Tolerance(dt())) << "d " << d;
+
+    // Packed: gather the real tokens' QKV rows, run with cu_seqlens, compare real rows.
+    std::vector<int64_t> real_rows;
+    std::vector<int32_t> cu{0};
+    for (int b = 0; b < B; ++b) {
+      for (int s = 0; s < lens[b]; ++s) real_rows.push_back(int64_t{b} * S + s);
+      cu.push_back(static_cast<int32_t>(real_rows.size()));
+    }
+    const int64_t T = static_cast<int64_t>(real_rows.size());
+    Tensor packed(DType::kFloat32, {T, 3 * H});
+    for (int64_t t = 0; t < T; ++t) {
+      std::memcpy(packed.data_as<float>() + t * 3 * H, qkv.data_as<float>() + real_rows[t] * 3 * H,
+                  3 * H * sizeof(float));
+    }
+    DeviceTensor dpacked(packed, dt()), dcu = UploadInts(cu), dpo(T * H * 2);
+    a.cu_seqlens = static_cast<const int32_t*>(dcu.get());
+    a.key_mask = nullptr;
+    a.qkv = dpacked.get();
+    a.out = dpo.get();
+    CheckCuda(AttentionRun(a, nullptr, nullptr), "AttentionRun packed");
+    std::vector<int64_t> got_rows(T);
+    for (int64_t t = 0; t < T; ++t) got_rows[t] = t;
+    EXPECT_LT(RelError(dpo.Download({T, H}, dt()), ref[0], H, got_rows, real_rows), Tolerance(dt()))
+        << "packed d " << d;
+  }
+}
+
+TEST_P(CudaOpTest, AttentionAllPaddingRowAveragesKeys) {
+  const int B = 2, S = 19, heads = 2, d = 64, H = heads * d;
+  Tensor qkv = Random({B, S, 3 * H}, rng_, dt());
+  std::vector<int64_t> mask(B * S, 1);
+  std::vector<int32_t> mask32(B * S, 1);
+  for (int s = 0; s < S; ++s) mask[S + s] = mask32[S + s] = 0;  // batch 1: no real key
+  auto ref = Reference(Fused("Attention", {{"num_heads", int64_t{heads}}}),
+                       std::vector<Tensor>{qkv, Ints({B, S}, mask)});
+  DeviceTensor dqkv(qkv, dt()), dmask = UploadInts(mask32), dout(int64_t{B} * S * H * 2);
+  AttentionArgs a{dt(),       B,         S,       heads,
+                  d,          0.125f,    nullptr, static_cast<const int32_t*>(dmask.get()),
+                  dqkv.get(), dout.get()};
+  CheckCuda(AttentionRun(a, nullptr, nullptr), "AttentionRun");
+  EXPECT_LT(RelError(dout.Download({B * S, H}, dt()), ref[0]), Tolerance(dt()));
+}
+
+TEST_P(CudaOpTest, LinearEpiloguesMatchReference) {
+  cublasLtHandle_t lt = nullptr;
+  ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+  const int64_t M = 37, K = 96, N = 200;
+  const size_t ws_bytes = 32 << 20;
+  DeviceTensor ws(ws_bytes);
+  struct Case {
+    std::string act;
+    bool bias, residual;
+  };
+  for (const Case& c :
+       {Case{"none", false, false}, Case{"none", true, false}, Case{"none", true, true},
+        Case{"gelu", true, false}, Case{"gelu_tanh", true, false}, Case{"tanh", true, false},
+        Case{"relu", false, true}, Case{"gelu", true, true}}) {
+    Tensor x = Random({M, K}, rng_, dt()), w = Random({K, N}, rng_, dt(), -0.2f, 0.2f);
+    Tensor b = Random({N}, rng_, dt()), r = Random({M, N}, rng_, dt());
+    DeviceTensor dx(x, dt()), dw(w, dt()), db(b, dt()), dr(r, dt()), dy(M * N * 2);
+    Program p;
+    p.dtype = dt();
+    LoweredOp op;
+    op.kind = OpKind::kLinear;
+    op.cols = N;
+    op.k = K;
+    op.inputs = {0, 1, c.bias ? 2 : -1, c.residual ? 3 : -1};
+    op.activation = c.act == "none"        ? Activation::kNone
+                    : c.act == "gelu"      ? Activation::kGelu
+                    : c.act == "gelu_tanh" ? Activation::kGeluTanh
+                    : c.act == "tanh"      ? Activation::kTanh
+                                           : Activation::kRelu;
+    bool extra = false;
+    const GemmDesc desc = LinearGemm(p, op, M, &extra);
+    auto plan = GemmPlan::Create(lt, desc, GemmAlgo{}, ws_bytes);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    ASSERT_TRUE((*plan)
+                    ->Run(lt, dx.get(), dw.get(), c.bias ? db.get() : nullptr,
+                          desc.residual ? dr.get() : nullptr, dy.get(), ws.get(), ws_bytes, nullptr)
+                    .ok());
+    if (extra) {
+      BiasActArgs e{dt(),
+                    M,
+                    static_cast<int>(N),
+                    op.activation,
+                    dy.get(),
+                    nullptr,
+                    c.residual ? dr.get() : nullptr,
+                    dy.get()};
+      CheckCuda(BiasActRun(e, nullptr, nullptr), "BiasActRun");
+    }
+    auto ref =
+        Reference(Fused("Linear", {{"activation", c.act}}),
+                  std::vector<Tensor>{x, w, c.bias ? b : Tensor(), c.residual ? r : Tensor()});
+    // The GEMM output is rounded to the device type before a separate epilogue: one more rounding.
+    EXPECT_LT(RelError(dy.Download({M, N}, dt()), ref[0]), Tolerance(dt()))
+        << c.act << " bias " << c.bias << " residual " << c.residual;
+  }
+  cublasLtDestroy(lt);
+}
+
+TEST_P(CudaOpTest, TunedGemmIsUsable) {
+  cublasLtHandle_t lt = nullptr;
+  ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+  GemmDesc d{dt(), 128, 768, 768, GemmEpilogue::kBias, false};
+  auto algo = TuneGemm(lt, d, 32 << 20, nullptr);
+  ASSERT_TRUE(algo.ok()) << algo.status().ToString();
+  EXPECT_GT(algo->time_us, 0.f);
+  GemmAlgo round;
+  ASSERT_TRUE(GemmAlgo::FromHex(algo->ToHex(), &round));
+  auto plan = GemmPlan::Create(lt, d, round, 32 << 20);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(std::memcmp(&(*plan)->algo(), &algo->algo, sizeof(algo->algo)), 0);
+  cublasLtDestroy(lt);
+}
+
+TEST_P(CudaOpTest, GeluStandalone) {
+  const int64_t rows = 13, cols = 301;
+  for (std::string approx : {"none", "tanh"}) {
+    Tensor x = Random({rows, cols}, rng_, dt(), -4.f, 4.f);
+    DeviceTensor dx(x, dt()), dy(rows * cols * 2);
+    BiasActArgs a{dt(),
+                  rows,
+                  static_cast<int>(cols),
+                  approx == "tanh" ? Activation::kGeluTanh : Activation::kGelu,
+                  dx.get(),
+                  nullptr,
+                  nullptr,
+                  dy.get()};
+    CheckCuda(BiasActRun(a, nullptr, nullptr), "BiasActRun");
+    auto ref = Reference(Fused("Gelu", {{"approximate", approx}}), std::vector<Tensor>{x});
+    EXPECT_LT(RelError(dy.Download({rows, cols}, dt()), ref[0]), Tolerance(dt())) << approx;
+  }
+}
+
+TEST_P(CudaOpTest, GatherAndScatterRows) {
+  const int64_t rows = 11, cols = 70;
+  Tensor x = Random({rows, cols}, rng_, dt());
+  std::vector<int32_t> index = {10, 0, 3, 7};
+  DeviceTensor dx(x, dt()), di = UploadInts(index), dg(4 * cols * 2), ds(rows * cols * 2);
+  RowMoveArgs g{4, 0, cols * 2, static_cast<const int32_t*>(di.get()), dx.get(), dg.get()};
+  ASSERT_TRUE(RowMoveCanImplement(g));
+  CheckCuda(GatherRowsRun(g, nullptr, nullptr), "GatherRowsRun");
+  std::vector<int64_t> src_rows = {10, 0, 3, 7}, dst_rows = {0, 1, 2, 3};
+  EXPECT_EQ(RelError(dg.Download({4, cols}, dt()), x, cols, dst_rows, src_rows), 0.0);
+  RowMoveArgs s{4, rows, cols * 2, static_cast<const int32_t*>(di.get()), dg.get(), ds.get()};
+  CheckCuda(ScatterRowsRun(s, nullptr, nullptr), "ScatterRowsRun");
+  Tensor back = ds.Download({rows, cols}, dt());
+  EXPECT_EQ(RelError(back, x, cols, src_rows, src_rows), 0.0);
+  EXPECT_EQ(back.data_as<float>()[1 * cols], 0.f);  // row 1 was not scattered: zero
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CudaOpTest, ::testing::Values(DataType::kF16, DataType::kBF16),
+                         [](const auto& info) {
+                           return info.param == DataType::kF16 ? "fp16" : "bf16";
+                         });
+
+}  // namespace
+}  // namespace surge::engine::cuda::testing
