@@ -104,46 +104,56 @@ Result<Tensor> OnnxImporter::ConvertTensor(const onnx::TensorProto& t) {
   if (t.has_segment()) return UnimplementedError("tensor '{}' is segmented", name);
   if (t.data_location() == onnx::TensorProto::EXTERNAL) return ReadExternal(t, dtype, shape);
 
-  Tensor out(dtype, shape);
-  const size_t nbytes = out.nbytes();
+  // Sizes are checked before anything is allocated: a corrupt file may claim huge dims.
+  const size_t nbytes = static_cast<size_t>(numel) * DTypeSize(dtype);
   if (t.has_raw_data()) {
     if (t.raw_data().size() != nbytes) {
       return DataLossError("tensor '{}' of shape {} and dtype {} needs {} bytes, raw_data has {}",
                            name, ShapeToString(shape), DTypeName(dtype), nbytes,
                            t.raw_data().size());
     }
+    Tensor out(dtype, shape);
     if (nbytes) std::memcpy(out.data(), t.raw_data().data(), nbytes);
     return out;
   }
-  auto check_count = [&](int64_t have, std::string_view field) -> Status {
-    if (have != numel) {
-      return DataLossError("tensor '{}' of shape {} needs {} values, {} has {}", name,
-                           ShapeToString(shape), numel, field, have);
-    }
-    return Status::Ok();
-  };
+  int64_t have = 0;
+  std::string_view field;
   switch (dtype) {
     case DType::kFloat32:
-      SURGE_RETURN_IF_ERROR(check_count(t.float_data_size(), "float_data"));
+      have = t.float_data_size(), field = "float_data";
+      break;
+    case DType::kFloat64:
+      have = t.double_data_size(), field = "double_data";
+      break;
+    case DType::kInt64:
+      have = t.int64_data_size(), field = "int64_data";
+      break;
+    default:
+      have = t.int32_data_size(), field = "int32_data";
+      break;
+  }
+  if (have != numel) {
+    return DataLossError("tensor '{}' of shape {} needs {} values, {} has {}", name,
+                         ShapeToString(shape), numel, field, have);
+  }
+  Tensor out(dtype, shape);
+  switch (dtype) {
+    case DType::kFloat32:
       for (int64_t i = 0; i < numel; ++i) out.data_as<float>()[i] = t.float_data(i);
       break;
     case DType::kFloat64:
-      SURGE_RETURN_IF_ERROR(check_count(t.double_data_size(), "double_data"));
       for (int64_t i = 0; i < numel; ++i) out.data_as<double>()[i] = t.double_data(i);
       break;
     case DType::kInt64:
-      SURGE_RETURN_IF_ERROR(check_count(t.int64_data_size(), "int64_data"));
       for (int64_t i = 0; i < numel; ++i) out.data_as<int64_t>()[i] = t.int64_data(i);
       break;
     case DType::kInt32:
-      SURGE_RETURN_IF_ERROR(check_count(t.int32_data_size(), "int32_data"));
       for (int64_t i = 0; i < numel; ++i) out.data_as<int32_t>()[i] = t.int32_data(i);
       break;
     case DType::kInt8:
     case DType::kUInt8:
     case DType::kBool:
     case DType::kFloat8E4M3:
-      SURGE_RETURN_IF_ERROR(check_count(t.int32_data_size(), "int32_data"));
       for (int64_t i = 0; i < numel; ++i) {
         out.data_as<uint8_t>()[i] = static_cast<uint8_t>(t.int32_data(i));
       }
@@ -151,7 +161,6 @@ Result<Tensor> OnnxImporter::ConvertTensor(const onnx::TensorProto& t) {
     case DType::kFloat16:
     case DType::kBFloat16:
       // Stored as their 16-bit patterns in int32_data.
-      SURGE_RETURN_IF_ERROR(check_count(t.int32_data_size(), "int32_data"));
       for (int64_t i = 0; i < numel; ++i) {
         out.data_as<uint16_t>()[i] = static_cast<uint16_t>(t.int32_data(i));
       }
@@ -204,8 +213,7 @@ Result<Tensor> OnnxImporter::ReadExternal(const onnx::TensorProto& t, DType dtyp
     it = external_files_.emplace(full, std::move(file).value()).first;
   }
   const MappedFile& f = it->second;
-  Tensor out(dtype, shape);
-  const int64_t nbytes = static_cast<int64_t>(out.nbytes());
+  const int64_t nbytes = NumElements(shape) * static_cast<int64_t>(DTypeSize(dtype));
   if (length < 0) length = nbytes;
   if (length != nbytes) {
     return DataLossError(
@@ -218,6 +226,7 @@ Result<Tensor> OnnxImporter::ReadExternal(const onnx::TensorProto& t, DType dtyp
     return DataLossError("tensor '{}': external data [{}, {}+{}) lies outside '{}' ({} bytes)",
                          name, offset, offset, length, location, size);
   }
+  Tensor out(dtype, shape);
   if (nbytes) std::memcpy(out.data(), f.data() + offset, nbytes);
   return out;
 }

@@ -94,7 +94,7 @@ TEST_P(HfFixtureTest, ImportsFusedGraphMatchingPyTorch) {
   ASSERT_TRUE(ref.is_array() && !ref.empty()) << ref_path;
   // Half-precision checkpoints hold rounded weights; PyTorch ran the float32 model.
   const bool half = c.folder.find("hf_") != std::string::npos;
-  const double tol = half ? 3e-2 : 1e-4;
+  const double tol = half ? 5e-3 : 1e-4;
   for (const auto& rc : ref) {
     std::map<std::string, Tensor> feeds;
     for (const auto& [name, t] : rc["inputs"].items()) {

@@ -187,6 +187,31 @@ TEST_F(OnnxImportTest, WrongInitializerSizeIsAnError) {
       << g.status().message();
 }
 
+TEST_F(OnnxImportTest, HugeClaimedDimsAreAnErrorNotAnAllocation) {
+  for (bool external : {false, true}) {
+    auto m = TinyModel();
+    auto* w = m.mutable_graph()->mutable_initializer(0);
+    w->clear_dims();
+    w->add_dims(int64_t{1} << 20);
+    w->add_dims(int64_t{1} << 19);  // 2^39 floats = 2 TiB
+    if (external) {
+      WriteBytes(std::string(32, '\0'), "w.bin");
+      w->clear_raw_data();
+      w->set_data_location(onnx::TensorProto::EXTERNAL);
+      auto* e = w->add_external_data();
+      e->set_key("location");
+      e->set_value("w.bin");
+    }
+    auto g = ImportOnnx(Write(m));
+    ASSERT_FALSE(g.ok());
+    EXPECT_EQ(g.status().code(), StatusCode::kDataLoss) << g.status().ToString();
+    EXPECT_NE(g.status().message().find("'W'"), std::string::npos);
+  }
+  auto m = TinyModel();
+  m.mutable_graph()->mutable_initializer(0)->add_dims(int64_t{1} << 62);
+  EXPECT_FALSE(ImportOnnx(Write(m)).ok());
+}
+
 TEST_F(OnnxImportTest, TypedInitializerFields) {
   auto m = TinyModel();
   auto* g = m.mutable_graph();
