@@ -48,6 +48,47 @@ int WeightFor(Matcher& m, int w, bool trans) {
   return g.AddConstant(m.value(w).name + (trans ? ".T" : ""), trans ? Transpose2D(f) : f);
 }
 
+// Reshape(x[d..., K] → [prod(d), K]) → Linear → Reshape(→ [d..., N]): the 2-D GEMM that a linear
+// on a 3-D input decomposes into (aten addmm). Linear takes any leading dims, so both reshapes go.
+int CollapseReshapes(ir::Graph& g) {
+  Matcher m(g);
+  int collapsed = 0;
+  const int num_nodes = static_cast<int>(g.nodes.size());
+  for (int i = 0; i < num_nodes; ++i) {
+    const ir::Node node = g.nodes[i];
+    if (node.domain != ir::kSurgeDomain || node.op_type != "Linear" || node.input(3) >= 0) continue;
+    int x2 = node.input(0), y2 = node.outputs[0];
+    const ir::Node* pre = m.Producer(x2, "Reshape");
+    if (!pre || m.Uses(x2) != 1 || m.Uses(y2) != 1 || m.IsGraphOutput(y2)) continue;
+    int post_index = m.Consumers(y2)[0];
+    const ir::Node& post = g.nodes[post_index];
+    if (m.IsClaimed(post_index) || !post.domain.empty() || post.op_type != "Reshape") continue;
+    int x = pre->input(0);
+    const auto& sx = m.value(x).shape;
+    const auto& sx2 = m.value(x2).shape;
+    const auto& sy = m.value(post.outputs[0]).shape;
+    const auto& sy2 = m.value(y2).shape;
+    if (!sx || !sx2 || !sy || !sy2 || sx->size() < 2 || sx2->size() != 2 || sy2->size() != 2) {
+      continue;
+    }
+    ir::Dim rows(1);
+    for (size_t k = 0; k + 1 < sx->size(); ++k) rows = rows * (*sx)[k];
+    if ((*sx2)[0] != rows || (*sx2)[1] != sx->back()) continue;
+    ir::SymShape want(sx->begin(), sx->end() - 1);
+    want.push_back((*sy2)[1]);
+    if (*sy != want) continue;
+    const int y = post.outputs[0];
+    const int pre_index = m.ProducerIndex(x2);
+    std::vector<int> inputs = node.inputs;
+    inputs[0] = x;
+    auto out = m.AddNode("Linear", ir::kSurgeDomain, node.name, inputs, 1, node.attrs);
+    m.Replace(y, out[0]);
+    m.Claim(std::vector<int>{i, pre_index, post_index});
+    ++collapsed;
+  }
+  return collapsed;
+}
+
 }  // namespace
 
 Result<int> FuseLinear(ir::Graph& g) {
@@ -103,6 +144,10 @@ Result<int> FuseLinear(ir::Graph& g) {
     ++fused;
   }
   if (fused > 0) SURGE_RETURN_IF_ERROR(FinishPass(g));
+  if (int c = CollapseReshapes(g); c > 0) {
+    fused += c;
+    SURGE_RETURN_IF_ERROR(FinishPass(g));
+  }
   return fused;
 }
 

@@ -15,7 +15,8 @@ Result<int> RemoveIdentities(ir::Graph& g);
 Result<int> FuseLayerNorm(ir::Graph& g);
 // Erf and tanh GELU forms, and ONNX Gelu → surge::Gelu.
 Result<int> FuseGelu(ir::Graph& g);
-// MatMul(X, W const [K,N]) (+ Add bias), Gemm → surge::Linear.
+// MatMul(X, W const [K,N]) (+ Add bias), Gemm → surge::Linear; a Linear between a flattening
+// Reshape and its inverse (a decomposed 3-D linear) then reads the un-flattened input.
 Result<int> FuseLinear(ir::Graph& g);
 // Linear followed by Gelu / Tanh / Relu → Linear{activation}.
 Result<int> FuseLinearActivation(ir::Graph& g);

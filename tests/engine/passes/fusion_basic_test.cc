@@ -243,6 +243,29 @@ TEST(FuseLinear, MatMulAddGemmTranspose) {
   }
 }
 
+TEST(FuseLinear, FlattenedGemmLosesItsReshapes) {
+  for (bool matching : {true, false}) {
+    GraphBuilder b;
+    int x = b.Input("x", DType::kFloat32, {kB, kS, 6});
+    int x2 = b.Op("Reshape", {x, b.I({-1, 6})});
+    int y2 =
+        b.Op("Gemm", {x2, b.Const("w", RandomFloat({5, 6}, 3)), b.Const("c", RandomFloat({5}, 4))},
+             {{"transB", int64_t{1}}});
+    int lead = b.Op("Slice", {b.Op("Shape", {x}), b.I({0}), b.I({2})});
+    // The inverse reshape, or one that swaps the leading dims (must keep both reshapes).
+    int target = matching ? b.Op("Concat", {lead, b.I({5})}, {{"axis", int64_t{0}}})
+                          : b.Op("Concat",
+                                 {b.Op("Slice", {lead, b.I({1}), b.I({2})}),
+                                  b.Op("Slice", {lead, b.I({0}), b.I({1})}), b.I({5})},
+                                 {{"axis", int64_t{0}}});
+    b.Output(b.Op("Reshape", {y2, target}));
+    ir::Graph g =
+        FuseAndCompare(b.g, FuseLinear, {{"x", RandomFloat({2, 3, 6}, 5)}}, matching ? 2 : 1);
+    EXPECT_EQ(Count(g, "Reshape"), matching ? 0 : 2);
+    EXPECT_EQ(Count(g, "surge::Linear"), 1);
+  }
+}
+
 TEST(FuseLinear, NonConstantWeightIsNotFused) {
   std::map<std::string, Tensor> feeds{{"x", RandomFloat({2, 3, 6}, 5)},
                                       {"w", RandomFloat({6, 5}, 6)}};
