@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -140,6 +141,82 @@ std::string CaseName(const ::testing::TestParamInfo<HfCase>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HfFixtureTest, ::testing::ValuesIn(HfCases()), CaseName);
+
+// A copy of a fixture folder whose config.json is edited by `edit` (weights are linked).
+class HfVariantTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) /
+           fmt::format("hfv_{}_{}", ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                       getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Variant(const std::string& folder, const std::function<void(nlohmann::json&)>& edit) {
+    fs::path src = FixtureDir() / folder;
+    auto text = ReadFileToString((src / "config.json").string());
+    EXPECT_TRUE(text.ok()) << "model fixture " << src << " is missing";
+    if (!text.ok()) return "";
+    auto cfg = nlohmann::json::parse(*text);
+    edit(cfg);
+    std::ofstream(dir_ / "config.json") << cfg.dump();
+    fs::remove(dir_ / "model.safetensors");
+    fs::create_symlink(fs::absolute(src / "model.safetensors"), dir_ / "model.safetensors");
+    return dir_.string();
+  }
+  fs::path dir_;
+};
+
+TEST_F(HfVariantTest, BaseModelOutputsLastHiddenState) {
+  std::string dir =
+      Variant("bert_seqcls/hf", [](nlohmann::json& c) { c["architectures"] = {"BertModel"}; });
+  auto g = ImportHuggingFace(dir);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->outputs.size(), 1u);
+  EXPECT_EQ(g->values[g->outputs[0]].name, "last_hidden_state");
+  ASSERT_TRUE(passes::InferShapes(*g).ok());
+  EXPECT_EQ(ir::SymShapeToString(*g->values[g->outputs[0]].shape), "[batch,seq,64]");
+  for (const auto& n : g->nodes) EXPECT_NE(n.GetString("activation", ""), "tanh") << n.name;
+
+  dir = Variant("distilbert_seqcls/hf", [](nlohmann::json& c) { c.erase("architectures"); });
+  g = ImportHuggingFace(dir);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->values[g->outputs[0]].name, "last_hidden_state");
+  EXPECT_EQ(g->inputs.size(), 2u);
+}
+
+TEST_F(HfVariantTest, XlmRobertaIsRoberta) {
+  std::string dir = Variant("roberta_seqcls/hf", [](nlohmann::json& c) {
+    c["architectures"] = {"XLMRobertaForSequenceClassification"};
+    c["model_type"] = "xlm-roberta";
+  });
+  auto g = ImportHuggingFace(dir);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto r = ImportHuggingFace((FixtureDir() / "roberta_seqcls/hf").string());
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(g->OpCounts(), r->OpCounts());
+  EXPECT_EQ(g->inputs.size(), 2u);
+  const auto& embed = g->nodes[0];
+  EXPECT_EQ(embed.GetString("position_mode", ""), "roberta");
+  EXPECT_EQ(embed.GetInt("padding_idx", -1), 1);
+}
+
+TEST_F(HfVariantTest, UnsupportedConfigOptionsAreNamed) {
+  std::string dir = Variant(
+      "bert_seqcls/hf", [](nlohmann::json& c) { c["position_embedding_type"] = "relative_key"; });
+  auto g = ImportHuggingFace(dir);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("relative_key"), std::string::npos);
+  dir = Variant("bert_seqcls/hf", [](nlohmann::json& c) { c["hidden_act"] = "swish"; });
+  g = ImportHuggingFace(dir);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("swish"), std::string::npos);
+  dir = Variant("bert_seqcls/hf", [](nlohmann::json& c) { c["num_hidden_layers"] = 3; });
+  g = ImportHuggingFace(dir);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("layer.2"), std::string::npos) << g.status().message();
+}
 
 // Hand-made checkpoints for bad input.
 class HfBadInputTest : public ::testing::Test {
