@@ -101,6 +101,11 @@ TEST(BertTokenizerReference, MatchesHuggingFaceOnEveryRecord) {
   toks["cased"] = Load(Cased());
   toks["cased_strip"] = Load(Cased(true));
   toks["lc_nostrip"] = Load(Cased(false, /*lowercase=*/true));
+  BertOptions noclean, nochinese;
+  noclean.clean_text = false;
+  nochinese.handle_chinese_chars = false;
+  toks["noclean"] = Load(noclean);
+  toks["nochinese"] = Load(nochinese);
 
   std::ifstream in(kDir + "tokenizer_reference.jsonl");
   ASSERT_TRUE(in) << "missing tokenizer_reference.jsonl";
@@ -158,6 +163,8 @@ TEST(BertTokenizerReference, MatchesHuggingFaceOnEveryRecord) {
   EXPECT_GT(per_cfg["cased"], 0u);
   EXPECT_GT(per_cfg["cased_strip"], 0u);
   EXPECT_GT(per_cfg["lc_nostrip"], 0u);
+  EXPECT_GT(per_cfg["noclean"], 0u);
+  EXPECT_GT(per_cfg["nochinese"], 0u);
 }
 
 std::vector<std::string> TokenStrings(const Tokenizer& tok, const Encoding& e) {
