@@ -314,8 +314,17 @@ bool TraceScores(const Matcher& m, int v, Match* mt, std::string* why) {
         MaskEval me{m, -1, m.graph().inputs};
         auto bias = me.Eval(n.input(1 - k));
         if (!bias || me.input < 0) {
-          if (last_why.empty()) last_why = "mask bias does not trace to one [B,S] graph input";
-          continue;
+          // Not a simple elementwise chain: check the subgraph by evaluating it.
+          std::string probe_why;
+          auto in = ProbeMask(m.graph(), n.input(1 - k), MaskRole::kAdditiveBias, &probe_why);
+          if (!in) {
+            if (k == 0 || last_why.empty()) last_why = "mask bias: " + probe_why;
+            continue;
+          }
+          mt->mask = *in;
+          v = n.input(k);
+          masked = true;
+          break;
         }
         if (bias->first != 0 || !VeryNegative(bias->second)) {
           last_why = fmt::format("mask bias is {} for attended and {} for padded keys", bias->first,
@@ -334,22 +343,41 @@ bool TraceScores(const Matcher& m, int v, Match* mt, std::string* why) {
       continue;
     }
     if (n.op_type == "Where") {
+      // Where(padding, very_negative, scores) or Where(attend, scores, very_negative).
+      auto c1 = m.ScalarConst(n.input(1)), c2 = m.ScalarConst(n.input(2));
+      int scores = -1;
+      MaskRole role = MaskRole::kTrueAtPadding;
+      if (c1 && VeryNegative(*c1)) {
+        scores = n.input(2);
+      } else if (c2 && VeryNegative(*c2)) {
+        scores = n.input(1);
+        role = MaskRole::kTrueAtAttended;
+      }
+      if (scores < 0 || m.IsConst(scores)) {
+        *why = "Where does not mask keys with a very negative score";
+        return false;
+      }
       MaskEval me{m, -1, m.graph().inputs};
       auto cond = me.Eval(n.input(0));
-      if (!cond || me.input < 0) {
-        *why = "mask condition does not trace to one [B,S] graph input";
+      int mask = -1;
+      if (cond && me.input >= 0) {
+        bool at_padding = cond->first == 0 && cond->second != 0;
+        bool at_attended = cond->first != 0 && cond->second == 0;
+        if ((role == MaskRole::kTrueAtPadding && at_padding) ||
+            (role == MaskRole::kTrueAtAttended && at_attended)) {
+          mask = me.input;
+        }
+      } else {
+        std::string probe_why;
+        auto in = ProbeMask(m.graph(), n.input(0), role, &probe_why);
+        if (in) mask = *in;
+        if (!in) *why = "mask condition: " + probe_why;
+      }
+      if (mask < 0) {
+        if (why->empty()) *why = "Where condition is not the padding mask";
         return false;
       }
-      // Where(padding, very_negative, scores) or Where(attend, scores, very_negative).
-      int scores = -1;
-      auto c1 = m.ScalarConst(n.input(1)), c2 = m.ScalarConst(n.input(2));
-      if (cond->first == 0 && cond->second != 0 && c1 && VeryNegative(*c1)) scores = n.input(2);
-      if (cond->first != 0 && cond->second == 0 && c2 && VeryNegative(*c2)) scores = n.input(1);
-      if (scores < 0 || m.IsConst(scores)) {
-        *why = "Where does not mask padded keys with a very negative score";
-        return false;
-      }
-      mt->mask = me.input;
+      mt->mask = mask;
       v = scores;
       masked = true;
       continue;
@@ -367,8 +395,29 @@ bool MatchAttention(const Matcher& m, int softmax_node, Match* mt, std::string* 
   if (!(axis == -1 || (axis == 3 && (!in_shape || in_shape->size() == 4)))) return false;
   mt->nodes.push_back(softmax_node);
   if (!TraceScores(m, sm.input(0), mt, why)) return false;
-  // Softmax → MatMul(P, Vh) → Transpose(s) → Reshape [B,S,H].
+  // Softmax [→ Where(IsNaN(P), 0, P)] → MatMul(P, Vh) → Transpose(s) → Reshape [B,S,H].
   int p = sm.outputs[0];
+  if (m.Uses(p) == 2 && !m.IsGraphOutput(p)) {
+    // The NaN guard the exporters add for fully masked rows: a no-op for a finite mask bias.
+    const auto& cs = m.Consumers(p);
+    int isnan = -1, where = -1;
+    for (int c : cs) {
+      const ir::Node& n = g.nodes[c];
+      if (m.IsClaimed(c) || !n.domain.empty()) continue;
+      if (n.op_type == "IsNaN") isnan = c;
+      if (n.op_type == "Where") where = c;
+    }
+    if (isnan < 0 || where < 0) return false;
+    const ir::Node& w = g.nodes[where];
+    auto zero = m.ScalarConst(w.input(1));
+    int flag = g.nodes[isnan].outputs[0];
+    if (w.input(0) != flag || w.input(2) != p || !zero || *zero != 0 || m.Uses(flag) != 1) {
+      return false;
+    }
+    mt->nodes.push_back(isnan);
+    mt->nodes.push_back(where);
+    p = w.outputs[0];
+  }
   if (m.Uses(p) != 1 || m.IsGraphOutput(p)) return false;
   int ci = m.Consumers(p)[0];
   const ir::Node& ctx = g.nodes[ci];

@@ -75,6 +75,15 @@ class Matcher {
   std::vector<bool> is_output_;
 };
 
+// What a traced attention-mask value must be, per key: an additive bias (0 where attended, <= -1e4
+// where padded), or a condition that is true exactly at padded (or at attended) keys.
+enum class MaskRole { kAdditiveBias, kTrueAtPadding, kTrueAtAttended };
+
+// Checks by evaluation (ir::EvalNode on several concrete masks and sizes) that value `v` is
+// a key-padding mask of role `role`, broadcastable to the [B, heads, S, S] scores, computed from
+// exactly one [batch, seq] graph input. Returns that input, or nullopt with the reason in *why.
+std::optional<int> ProbeMask(const ir::Graph& g, int v, MaskRole role, std::string* why);
+
 // Drops dead nodes and re-sorts the graph after a fusion sweep.
 Status FinishPass(ir::Graph& g);
 
