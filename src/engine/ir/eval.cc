@@ -208,7 +208,9 @@ Status EvalNode(const Node& node, std::span<const Tensor> inputs, std::vector<Te
       }
     }
   }
-  if (status.ok() && outputs->size() < node.outputs.size()) outputs->resize(node.outputs.size());
+  // Exactly one tensor per node output: optional outputs the node does not name are dropped,
+  // and ones an evaluator does not compute stay undefined.
+  if (status.ok() && !node.outputs.empty()) outputs->resize(node.outputs.size());
   return status;
 }
 

@@ -1,20 +1,579 @@
 #include "engine/backends/cpu/cpu_backend.h"
 
-namespace surge::engine::cpu {
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
 
+#include "core/aligned_buffer.h"
+#include "core/logging.h"
+#include "engine/backends/cpu/blob_io.h"
+#include "engine/backends/cpu/isa.h"
+#include "engine/backends/cpu/linear.h"
+#include "engine/backends/cpu/memory_plan.h"
+#include "engine/backends/cpu/node_kernels.h"
+#include "engine/backends/cpu/parallel.h"
+#include "engine/ir/eval.h"
+
+namespace surge::engine::cpu {
 namespace {
+
+constexpr uint32_t kBlobMagic = 0x55504353;  // "SCPU"
+constexpr uint32_t kBlobVersion = 1;
+constexpr int64_t kDefaultOptTokens = 1024;  // M for weight packing without a profile
+
+enum class Kernel : uint8_t {
+  kGeneric = 0,
+  kLinear = 1,  // surge::Linear or ONNX MatMul with a constant 2-D float weight
+  kLayerNorm = 2,
+  kSkipLayerNorm = 3,
+  kEmbedLayerNorm = 4,
+  kGelu = 5,
+  kAttention = 6,
+};
+constexpr uint8_t kMaxKernel = 6;
+
+std::string_view KernelName(Kernel k) {
+  switch (k) {
+    case Kernel::kGeneric:
+      return "generic(reference)";
+    case Kernel::kLinear:
+      return "linear(onednn)";
+    case Kernel::kLayerNorm:
+      return "layer_norm";
+    case Kernel::kSkipLayerNorm:
+      return "skip_layer_norm";
+    case Kernel::kEmbedLayerNorm:
+      return "embed_layer_norm";
+    case Kernel::kGelu:
+      return "gelu";
+    case Kernel::kAttention:
+      return "attention";
+  }
+  return "?";
+}
+
+std::string ArchName(Isa isa) { return fmt::format("x86_64-{}", IsaName(isa)); }
+
+bool IsSurge(const ir::Node& n, std::string_view op) {
+  return n.domain == ir::kSurgeDomain && n.op_type == op;
+}
+
+const ir::Value* ValueAt(const ir::Graph& g, int id) {
+  return id >= 0 && id < static_cast<int>(g.values.size()) ? &g.values[id] : nullptr;
+}
+
+// Float32 unless known otherwise.
+bool MaybeF32(const ir::Graph& g, int id) {
+  const ir::Value* v = ValueAt(g, id);
+  return v != nullptr && (v->dtype == DType::kFloat32 || v->dtype == DType::kUndefined);
+}
+
+// The Linear spec of a node that can run on oneDNN with its constant weight, or nullopt.
+std::optional<LinearSpec> LinearSpecOf(const ir::Graph& g, const ir::Node& n) {
+  const bool linear = IsSurge(n, "Linear");
+  const bool matmul = n.domain.empty() && n.op_type == "MatMul";
+  if (!linear && !matmul) return std::nullopt;
+  const ir::Value* w = ValueAt(g, n.input(1));
+  if (w == nullptr || !w->is_constant() || w->constant.dtype() != DType::kFloat32 ||
+      w->constant.rank() != 2 || !MaybeF32(g, n.input(0))) {
+    return std::nullopt;
+  }
+  LinearSpec spec;
+  spec.k = w->constant.dim(0);
+  spec.n = w->constant.dim(1);
+  if (linear) {
+    Result<Activation> act = ParseActivation(n.GetString("activation", "none"));
+    if (!act.ok()) return std::nullopt;
+    spec.act = *act;
+    spec.has_bias = n.input(2) >= 0;
+    spec.has_residual = n.input(3) >= 0;
+  }
+  return spec;
+}
+
+Kernel ChooseKernel(const ir::Graph& g, const ir::Node& n, Isa isa) {
+  if (LinearSpecOf(g, n)) return Kernel::kLinear;
+  if (n.domain != ir::kSurgeDomain || isa == Isa::kNone) return Kernel::kGeneric;
+  if (n.op_type == "LayerNorm" && MaybeF32(g, n.input(0))) return Kernel::kLayerNorm;
+  if (n.op_type == "SkipLayerNorm" && MaybeF32(g, n.input(0))) return Kernel::kSkipLayerNorm;
+  if (n.op_type == "EmbedLayerNorm") return Kernel::kEmbedLayerNorm;
+  if (n.op_type == "Gelu" && MaybeF32(g, n.input(0))) return Kernel::kGelu;
+  if (n.op_type == "Attention" && MaybeF32(g, n.input(0))) return Kernel::kAttention;
+  return Kernel::kGeneric;
+}
+
+// Symbol values at the profile's opt shapes (inputs without a profile entry bind nothing).
+ir::SymbolBindings OptBindings(const ir::Graph& g, const Profile& profile) {
+  ir::SymbolBindings b;
+  for (int id : g.inputs) {
+    const ir::Value& v = g.values[id];
+    const InputProfile* p = profile.Find(v.name);
+    if (p == nullptr || !v.shape || p->opt.size() != v.shape->size()) continue;
+    for (size_t i = 0; i < p->opt.size(); ++i) {
+      if ((*v.shape)[i].IsSymbol()) b[(*v.shape)[i].Symbols()[0]] = p->opt[i];
+    }
+  }
+  return b;
+}
+
+int64_t OptRows(const ir::Graph& g, const ir::Node& n, const ir::SymbolBindings& b, int64_t k) {
+  const ir::Value* x = ValueAt(g, n.input(0));
+  if (x != nullptr && x->shape && k > 0) {
+    Result<Shape> s = ir::EvalShape(*x->shape, b);
+    if (s.ok() && NumElements(*s) > 0) return NumElements(*s) / k;
+  }
+  return kDefaultOptTokens;
+}
+
+struct WeightEntry {
+  uint32_t node = 0;
+  LinearSpec spec;
+  std::string desc;
+  std::span<const uint8_t> data;
+  std::string impl;
+};
+
+class CpuEngine;
+class CpuBackend;
+
+// Per-binding execution plan: concrete shapes and arena offsets of planned values.
+struct ExecPlan {
+  std::vector<int64_t> key;                  // symbol values it was made for
+  std::vector<std::optional<Shape>> shapes;  // per value
+  std::vector<int64_t> offset;               // per value, -1 when not in the arena
+  int64_t arena_bytes = 0;
+};
+
+class CpuContext final : public BackendContext {
+ public:
+  friend class CpuBackend;
+  explicit CpuContext(const CpuEngine* engine) : engine_(engine) {}
+  Status Execute(std::span<const Tensor> inputs, std::vector<Tensor>* outputs) override;
+
+ private:
+  // The plan for these input shapes (the cached one when the symbols bind the same values).
+  Result<const ExecPlan*> PlanFor(std::span<const Shape> input_shapes);
+
+  const CpuEngine* engine_;
+  std::optional<ExecPlan> plan_;  // the last binding's plan
+  AlignedBuffer arena_;
+  std::vector<Tensor> values_;
+};
+
+class CpuEngine final : public BackendEngine {
+ public:
+  std::shared_ptr<const ir::Graph> graph;
+  Isa isa = Isa::kNone;
+  int num_threads = 0;
+  std::vector<Kernel> kernels;                         // per node
+  std::vector<std::unique_ptr<LinearKernel>> linears;  // per node (null unless kLinear)
+  std::vector<int> last_use;                           // per value: last step reading it
+  std::vector<bool> is_output;                         // per value
+  std::vector<AlignedBuffer> owned_weights;            // copies of unaligned packed weights
+  std::vector<std::string> symbols;                    // symbol names, sorted
+
+  Result<std::unique_ptr<BackendContext>> CreateContext() override {
+    return std::unique_ptr<BackendContext>(new CpuContext(this));
+  }
+
+  std::string Describe() const override {
+    std::string s = fmt::format("cpu backend: isa {} (oneDNN {}), {} threads\n", IsaName(isa),
+                                OneDnnVersion(), num_threads > 0 ? num_threads : NumThreads());
+    std::map<std::string_view, int> counts;
+    for (size_t i = 0; i < graph->nodes.size(); ++i) {
+      const ir::Node& n = graph->nodes[i];
+      counts[KernelName(kernels[i])]++;
+      s += fmt::format("  [{}] {}{}{} '{}': {}", i, n.domain,
+                       n.domain.empty() ? "" : "::", n.op_type, n.name, KernelName(kernels[i]));
+      if (linears[i]) {
+        s += " ";
+        s += linears[i]->Describe();
+      }
+      s += "\n";
+    }
+    s += "kernels:";
+    for (const auto& [k, c] : counts) s += fmt::format(" {}={}", k, c);
+    s += fmt::format("\nactivation arena: planned per input shape; {} bytes at opt\n",
+                     opt_arena_bytes);
+    return s;
+  }
+
+  int64_t opt_arena_bytes = 0;
+};
+
+Result<const ExecPlan*> CpuContext::PlanFor(std::span<const Shape> input_shapes) {
+  const ir::Graph& g = *engine_->graph;
+  ir::SymbolBindings bindings;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const ir::Value& v = g.values[g.inputs[i]];
+    if (!v.shape) continue;
+    const Shape& actual = input_shapes[i];
+    if (actual.size() != v.shape->size()) {
+      return InvalidArgumentError("input '{}' has shape {}, expected rank {} ({})", v.name,
+                                  ShapeToString(actual), v.shape->size(),
+                                  ir::SymShapeToString(*v.shape));
+    }
+    for (size_t d = 0; d < actual.size(); ++d) {
+      const ir::Dim& dim = (*v.shape)[d];
+      if (dim.IsStatic() && dim.StaticValue() != actual[d]) {
+        return InvalidArgumentError("input '{}' has shape {}, expected {}", v.name,
+                                    ShapeToString(actual), ir::SymShapeToString(*v.shape));
+      }
+      if (!dim.IsSymbol()) continue;
+      const std::string name = dim.Symbols()[0];
+      auto [it, fresh] = bindings.emplace(name, actual[d]);
+      if (!fresh && it->second != actual[d]) {
+        return InvalidArgumentError("input '{}' binds '{}' to {} but another input bound it to {}",
+                                    v.name, name, actual[d], it->second);
+      }
+    }
+  }
+  std::vector<int64_t> key;
+  for (const std::string& s : engine_->symbols) {
+    auto it = bindings.find(s);
+    key.push_back(it == bindings.end() ? -1 : it->second);
+  }
+  if (plan_ && plan_->key == key) return &*plan_;
+
+  ExecPlan p;
+  p.key = key;
+  const size_t nv = g.values.size();
+  p.shapes.resize(nv);
+  p.offset.assign(nv, -1);
+  for (size_t v = 0; v < nv; ++v) {
+    if (g.values[v].shape && !g.values[v].is_constant()) {
+      Result<Shape> s = ir::EvalShape(*g.values[v].shape, bindings);
+      if (s.ok()) p.shapes[v] = *s;
+    }
+  }
+  std::vector<BufferRequest> requests;
+  std::vector<int> request_value;
+  std::vector<int> request_of(nv, -1);
+  const int steps = static_cast<int>(g.nodes.size());
+  for (int i = 0; i < steps; ++i) {
+    const ir::Node& n = g.nodes[i];
+    const Kernel k = engine_->kernels[i];
+    if (k == Kernel::kGeneric) continue;
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      const int v = n.outputs[o];
+      if (v < 0 || !p.shapes[v]) continue;
+      BufferRequest r;
+      r.bytes = NumElements(*p.shapes[v]) * static_cast<int64_t>(sizeof(float));
+      r.first = i;
+      r.last = engine_->is_output[v] ? steps : std::max(i, engine_->last_use[v]);
+      // Elementwise-safe kernels may write over their first input when it dies here.
+      if (o == 0 && (k == Kernel::kGelu || k == Kernel::kSkipLayerNorm)) {
+        const int in = n.input(0);
+        if (in >= 0 && request_of[in] >= 0 && engine_->last_use[in] == i &&
+            !engine_->is_output[in] && p.shapes[in] == p.shapes[v]) {
+          r.inplace = request_of[in];
+        }
+      }
+      request_of[v] = static_cast<int>(requests.size());
+      requests.push_back(r);
+      request_value.push_back(v);
+    }
+  }
+  MemoryPlan mp = PlanMemory(requests);
+  for (size_t r = 0; r < requests.size(); ++r) p.offset[request_value[r]] = mp.offsets[r];
+  p.arena_bytes = mp.arena_bytes;
+  plan_ = std::move(p);
+  return &*plan_;
+}
+
+Status CpuContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>* outputs) {
+  const CpuEngine& e = *engine_;
+  const ir::Graph& g = *e.graph;
+  if (inputs.size() != g.inputs.size()) {
+    return InvalidArgumentError("expected {} inputs, got {}", g.inputs.size(), inputs.size());
+  }
+  SetNumThreads(e.num_threads);
+  std::vector<Shape> shapes;
+  for (const Tensor& t : inputs) shapes.push_back(t.shape());
+  SURGE_ASSIGN_OR_RETURN(const ExecPlan* plan, PlanFor(shapes));
+  if (arena_.size() < static_cast<size_t>(plan->arena_bytes)) {
+    arena_.Reserve(static_cast<size_t>(plan->arena_bytes));
+  }
+  values_.assign(g.values.size(), Tensor());
+  for (size_t i = 0; i < g.inputs.size(); ++i) values_[g.inputs[i]] = inputs[i];
+  auto get = [&](int id) -> const Tensor* {
+    if (id < 0) return nullptr;
+    const ir::Value& v = g.values[id];
+    if (v.is_constant()) return &v.constant;
+    return values_[id].defined() ? &values_[id] : nullptr;
+  };
+  std::vector<const Tensor*> in;
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    in.clear();
+    for (int id : n.inputs) in.push_back(get(id));
+    out.clear();
+    const OutputAllocator alloc = [&](size_t index, const Shape& shape) {
+      const int v = index < n.outputs.size() ? n.outputs[index] : -1;
+      if (v >= 0 && plan->offset[v] >= 0 && plan->shapes[v] == shape) {
+        return Tensor::View(DType::kFloat32, shape, arena_.data() + plan->offset[v]);
+      }
+      return Tensor(DType::kFloat32, shape);
+    };
+    Status s;
+    switch (e.kernels[i]) {
+      case Kernel::kLinear:
+        s = RunLinearNode(n, *e.linears[i], in, alloc, &out);
+        break;
+      case Kernel::kLayerNorm:
+        s = RunLayerNormNode(e.isa, n, in, alloc, &out);
+        break;
+      case Kernel::kSkipLayerNorm:
+        s = RunSkipLayerNormNode(e.isa, n, in, alloc, &out);
+        break;
+      case Kernel::kEmbedLayerNorm:
+        s = RunEmbedLayerNormNode(e.isa, n, in, alloc, &out);
+        break;
+      case Kernel::kGelu:
+        s = RunGeluNode(e.isa, n, in, alloc, &out);
+        break;
+      case Kernel::kAttention:
+        s = RunAttentionNode(e.isa, n, in, alloc, &out);
+        break;
+      case Kernel::kGeneric:
+        s = RunGenericNode(n, in, &out);
+        break;
+    }
+    if (!s.ok()) return s;
+    for (size_t o = 0; o < n.outputs.size() && o < out.size(); ++o) {
+      if (n.outputs[o] >= 0) values_[n.outputs[o]] = std::move(out[o]);
+    }
+    // Drop values whose last reader ran (frees generic kernels' owned outputs early).
+    for (int id : n.inputs) {
+      if (id >= 0 && e.last_use[id] == static_cast<int>(i) && !e.is_output[id]) {
+        values_[id] = Tensor();
+      }
+    }
+  }
+  outputs->clear();
+  for (int id : g.outputs) {
+    const Tensor* t = get(id);
+    if (t == nullptr) {
+      return InternalError("graph output '{}' was not computed", g.values[id].name);
+    }
+    outputs->push_back(*t);
+  }
+  return Status::Ok();
+}
 
 class CpuBackend final : public Backend {
  public:
   std::string_view name() const override { return "cpu"; }
-  std::string DeviceArch() const override { return "x86_64"; }
-  Result<std::string> Lower(const ir::Graph&, const BuilderConfig&) override {
-    return UnimplementedError("the CPU backend cannot lower graphs yet");
+  std::string DeviceArch() const override { return ArchName(DefaultIsa()); }
+
+  Result<std::string> Lower(const ir::Graph& graph, const BuilderConfig& config) override {
+    const Isa isa = DefaultIsa();
+    const ir::SymbolBindings opt = OptBindings(graph, config.profile);
+    BlobWriter w;
+    w.Put<uint32_t>(kBlobMagic);
+    w.Put<uint32_t>(kBlobVersion);
+    w.Str(IsaName(isa));
+    w.Str(OneDnnVersion());
+    w.Put<uint32_t>(static_cast<uint32_t>(OneDnnDescSize()));
+    w.Put<uint32_t>(static_cast<uint32_t>(graph.nodes.size()));
+    std::vector<std::pair<uint32_t, PackedWeights>> packed;
+    std::vector<LinearSpec> specs;
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+      const ir::Node& n = graph.nodes[i];
+      Kernel k = ChooseKernel(graph, n, isa);
+      if (k == Kernel::kGeneric && !ir::CanEval(n)) {
+        return UnimplementedError("cpu backend: no kernel for op {}{}{} (node '{}')", n.domain,
+                                  n.domain.empty() ? "" : "::", n.op_type, n.name);
+      }
+      if (k == Kernel::kLinear) {
+        LinearSpec spec = *LinearSpecOf(graph, n);
+        const Tensor& wt = graph.values[n.input(1)].constant;
+        const int64_t m = OptRows(graph, n, opt, spec.k);
+        Result<PackedWeights> pw = PackLinearWeights(spec, wt.data_as<float>(), m);
+        if (!pw.ok()) return pw.status().WithContext(fmt::format("node '{}'", n.name));
+        packed.emplace_back(static_cast<uint32_t>(i), std::move(pw).value());
+        specs.push_back(spec);
+      }
+      w.Put<uint8_t>(static_cast<uint8_t>(k));
+    }
+    // Weight table, then the data region at 64-byte aligned offsets from the blob start.
+    w.Put<uint32_t>(static_cast<uint32_t>(packed.size()));
+    size_t table_end = w.size();
+    for (size_t j = 0; j < packed.size(); ++j) {
+      table_end += 4 + 8 * 2 + 1 * 4 + 4 + packed[j].second.desc.size() + 4 +
+                   packed[j].second.impl.size() + 8 + 8;
+    }
+    uint64_t offset = AlignUp(table_end);
+    std::vector<uint64_t> offsets;
+    for (size_t j = 0; j < packed.size(); ++j) {
+      const auto& [node, pw] = packed[j];
+      const LinearSpec& s = specs[j];
+      w.Put<uint32_t>(node);
+      w.Put<int64_t>(s.k);
+      w.Put<int64_t>(s.n);
+      w.Put<uint8_t>(s.has_bias);
+      w.Put<uint8_t>(s.has_residual);
+      w.Put<uint8_t>(static_cast<uint8_t>(s.act));
+      w.Put<uint8_t>(0);
+      w.Str(pw.desc);
+      w.Str(pw.impl);
+      w.Put<uint64_t>(offset);
+      w.Put<uint64_t>(pw.data.size());
+      offsets.push_back(offset);
+      offset = AlignUp(offset + pw.data.size());
+    }
+    SURGE_CHECK(w.size() == table_end, "blob table size mismatch");
+    for (size_t j = 0; j < packed.size(); ++j) {
+      w.PadTo(kAlignment);
+      SURGE_CHECK(w.size() == offsets[j], "blob offset mismatch");
+      w.Raw(packed[j].second.data.data(), packed[j].second.data.size());
+    }
+    SURGE_LOG_DEBUG("cpu backend: lowered {} nodes, {} packed Linear weights, isa {}",
+                    graph.nodes.size(), packed.size(), IsaName(isa));
+    return w.Take();
   }
-  Result<std::unique_ptr<BackendEngine>> Load(std::shared_ptr<const ir::Graph>,
-                                              std::span<const uint8_t>, const BuilderConfig&,
-                                              const EngineOptions&) override {
-    return UnimplementedError("the CPU backend cannot load plans yet");
+
+  Result<std::unique_ptr<BackendEngine>> Load(std::shared_ptr<const ir::Graph> graph,
+                                              std::span<const uint8_t> tactics,
+                                              const BuilderConfig& built_with,
+                                              const EngineOptions& options) override {
+    if (graph == nullptr) return InvalidArgumentError("cpu backend: no graph");
+    const ir::Graph& g = *graph;
+    BlobReader r(tactics);
+    SURGE_ASSIGN_OR_RETURN(uint32_t magic, r.Get<uint32_t>());
+    if (magic != kBlobMagic) {
+      return DataLossError("CPU tactics blob: bad magic {:#x} (expected {:#x})", magic, kBlobMagic);
+    }
+    SURGE_ASSIGN_OR_RETURN(uint32_t version, r.Get<uint32_t>());
+    if (version != kBlobVersion) {
+      return FailedPreconditionError(
+          "CPU tactics blob version {} is not supported (this build reads version {}); rebuild "
+          "the plan",
+          version, kBlobVersion);
+    }
+    SURGE_ASSIGN_OR_RETURN(std::string isa_name, r.Str(64));
+    Result<Isa> isa = ParseIsa(isa_name);
+    if (!isa.ok()) return DataLossError("CPU tactics blob: unknown ISA '{}'", isa_name);
+    if (!CpuSupports(*isa)) {
+      return FailedPreconditionError(
+          "plan was built for {} but this CPU supports only {}; rebuild the plan on this machine",
+          ArchName(*isa), ArchName(DetectIsa()));
+    }
+    SURGE_ASSIGN_OR_RETURN(std::string dnnl_version, r.Str(64));
+    SURGE_ASSIGN_OR_RETURN(uint32_t desc_size, r.Get<uint32_t>());
+    SURGE_ASSIGN_OR_RETURN(uint32_t num_nodes, r.Get<uint32_t>());
+    if (num_nodes != g.nodes.size()) {
+      return DataLossError("CPU tactics blob describes {} nodes, the graph has {}", num_nodes,
+                           g.nodes.size());
+    }
+    auto e = std::make_unique<CpuEngine>();
+    e->graph = graph;
+    e->isa = *isa;
+    e->num_threads = options.num_threads > 0 ? options.num_threads : built_with.num_threads;
+    e->kernels.resize(num_nodes);
+    e->linears.resize(num_nodes);
+    for (uint32_t i = 0; i < num_nodes; ++i) {
+      SURGE_ASSIGN_OR_RETURN(uint8_t k, r.Get<uint8_t>());
+      if (k > kMaxKernel) return DataLossError("CPU tactics blob: node {} has kernel id {}", i, k);
+      e->kernels[i] = static_cast<Kernel>(k);
+      const Kernel want = ChooseKernel(g, g.nodes[i], *isa);
+      if (e->kernels[i] != Kernel::kGeneric && e->kernels[i] != want) {
+        return DataLossError("CPU tactics blob: node {} ('{}', {}) cannot use kernel {}", i,
+                             g.nodes[i].name, g.nodes[i].op_type, KernelName(e->kernels[i]));
+      }
+    }
+    SURGE_ASSIGN_OR_RETURN(uint32_t num_weights, r.Get<uint32_t>());
+    if (num_weights > num_nodes) {
+      return DataLossError("CPU tactics blob: {} weights for {} nodes", num_weights, num_nodes);
+    }
+    for (uint32_t j = 0; j < num_weights; ++j) {
+      WeightEntry we;
+      SURGE_ASSIGN_OR_RETURN(we.node, r.Get<uint32_t>());
+      SURGE_ASSIGN_OR_RETURN(we.spec.k, r.Get<int64_t>());
+      SURGE_ASSIGN_OR_RETURN(we.spec.n, r.Get<int64_t>());
+      SURGE_ASSIGN_OR_RETURN(uint8_t has_bias, r.Get<uint8_t>());
+      SURGE_ASSIGN_OR_RETURN(uint8_t has_res, r.Get<uint8_t>());
+      SURGE_ASSIGN_OR_RETURN(uint8_t act, r.Get<uint8_t>());
+      SURGE_ASSIGN_OR_RETURN(uint8_t reserved, r.Get<uint8_t>());
+      (void)reserved;
+      SURGE_ASSIGN_OR_RETURN(we.desc, r.Str(4096));
+      SURGE_ASSIGN_OR_RETURN(we.impl, r.Str(4096));
+      SURGE_ASSIGN_OR_RETURN(uint64_t off, r.Get<uint64_t>());
+      SURGE_ASSIGN_OR_RETURN(uint64_t size, r.Get<uint64_t>());
+      SURGE_ASSIGN_OR_RETURN(we.data, r.At(off, size));
+      if (we.node >= num_nodes || e->kernels[we.node] != Kernel::kLinear || e->linears[we.node]) {
+        return DataLossError(
+            "CPU tactics blob: weight entry {} names node {} which is not a "
+            "Linear without weights",
+            j, we.node);
+      }
+      std::optional<LinearSpec> expect = LinearSpecOf(g, g.nodes[we.node]);
+      if (act > 4 || !expect || expect->k != we.spec.k || expect->n != we.spec.n ||
+          expect->has_bias != (has_bias != 0) || expect->has_residual != (has_res != 0) ||
+          static_cast<uint8_t>(expect->act) != act) {
+        return DataLossError("CPU tactics blob: weight entry {} does not match node '{}'", j,
+                             g.nodes[we.node].name);
+      }
+      we.spec = *expect;
+      if (!we.desc.empty() && (desc_size != OneDnnDescSize() || dnnl_version != OneDnnVersion())) {
+        return FailedPreconditionError(
+            "plan's packed weights are for oneDNN {} (descriptor {} bytes); this build has "
+            "oneDNN {} ({} bytes); rebuild the plan",
+            dnnl_version, desc_size, OneDnnVersion(), OneDnnDescSize());
+      }
+      const void* data = we.data.data();
+      if (reinterpret_cast<uintptr_t>(data) % kAlignment != 0) {
+        AlignedBuffer copy(we.data.size());
+        std::memcpy(copy.data(), we.data.data(), we.data.size());
+        data = copy.data();
+        e->owned_weights.push_back(std::move(copy));
+      }
+      Result<std::unique_ptr<LinearKernel>> lk =
+          LinearKernel::Create(we.spec, we.desc, data, we.data.size());
+      if (!lk.ok()) {
+        return lk.status().WithContext(fmt::format("node '{}'", g.nodes[we.node].name));
+      }
+      e->linears[we.node] = std::move(lk).value();
+    }
+    for (uint32_t i = 0; i < num_nodes; ++i) {
+      if (e->kernels[i] == Kernel::kLinear && !e->linears[i]) {
+        return DataLossError("CPU tactics blob: Linear node '{}' has no weights", g.nodes[i].name);
+      }
+    }
+    // Lifetimes: the last step reading each value; graph outputs live to the end.
+    e->last_use.assign(g.values.size(), -1);
+    e->is_output.assign(g.values.size(), false);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      for (int id : g.nodes[i].inputs) {
+        if (id >= 0) e->last_use[id] = static_cast<int>(i);
+      }
+    }
+    for (int id : g.outputs) e->is_output[id] = true;
+    std::vector<std::string> symbols;
+    for (int id : g.inputs) {
+      if (!g.values[id].shape) continue;
+      for (const ir::Dim& d : *g.values[id].shape) {
+        if (d.IsSymbol()) symbols.push_back(d.Symbols()[0]);
+      }
+    }
+    std::sort(symbols.begin(), symbols.end());
+    symbols.erase(std::unique(symbols.begin(), symbols.end()), symbols.end());
+    e->symbols = std::move(symbols);
+    // Arena size at the profile's opt shapes, for Describe().
+    std::vector<Shape> opt_shapes;
+    for (int id : g.inputs) {
+      const InputProfile* p = built_with.profile.Find(g.values[id].name);
+      if (p == nullptr) break;
+      opt_shapes.push_back(p->opt);
+    }
+    if (opt_shapes.size() == g.inputs.size()) {
+      CpuContext probe(e.get());
+      Result<const ExecPlan*> plan = probe.PlanFor(opt_shapes);
+      if (plan.ok()) e->opt_arena_bytes = (*plan)->arena_bytes;
+    }
+    return std::unique_ptr<BackendEngine>(std::move(e));
   }
 };
 
