@@ -366,6 +366,104 @@ Status GatherOp(const Node& node, std::span<const Tensor> inputs, std::vector<Te
   return Status::Ok();
 }
 
+Status GatherElementsOp(const Node& node, std::span<const Tensor> inputs,
+                        std::vector<Tensor>* outputs) {
+  SURGE_ASSIGN_OR_RETURN(const Tensor* x, RequiredInput(node, inputs, 0));
+  SURGE_ASSIGN_OR_RETURN(const Tensor* idx, RequiredInput(node, inputs, 1));
+  const int64_t rank = static_cast<int64_t>(x->rank());
+  if (static_cast<int64_t>(idx->rank()) != rank || rank == 0) {
+    return InvalidArgumentError("{}: indices {} must have the rank of data {}", NodeLabel(node),
+                                ShapeToString(idx->shape()), ShapeToString(x->shape()));
+  }
+  SURGE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(node, node.GetInt("axis", 0), rank));
+  Tensor out(x->dtype(), idx->shape());
+  const size_t elem = DTypeSize(x->dtype());
+  const std::vector<int64_t> xs = Strides(x->shape());
+  const std::vector<int64_t> is = Strides(idx->shape());
+  const int64_t dim = x->dim(axis);
+  for (int64_t i = 0; i < idx->numel(); ++i) {
+    int64_t rem = i, src = 0;
+    for (int64_t a = 0; a < rank; ++a) {
+      int64_t c = rem / is[a];
+      rem %= is[a];
+      if (a == axis) {
+        c = idx->GetInt(i);
+        if (c < -dim || c >= dim) {
+          return OutOfRangeError("{}: index {} is out of range for axis {} of size {}",
+                                 NodeLabel(node), c, axis, dim);
+        }
+        if (c < 0) c += dim;
+      } else if (c >= x->dim(a)) {
+        return InvalidArgumentError("{}: indices {} exceed data {} off the gather axis",
+                                    NodeLabel(node), ShapeToString(idx->shape()),
+                                    ShapeToString(x->shape()));
+      }
+      src += c * xs[a];
+    }
+    std::memcpy(static_cast<uint8_t*>(out.data()) + i * elem,
+                static_cast<const uint8_t*>(x->data()) + src * elem, elem);
+  }
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
+Status GatherNDOp(const Node& node, std::span<const Tensor> inputs, std::vector<Tensor>* outputs) {
+  SURGE_ASSIGN_OR_RETURN(const Tensor* x, RequiredInput(node, inputs, 0));
+  SURGE_ASSIGN_OR_RETURN(const Tensor* idx, RequiredInput(node, inputs, 1));
+  const int64_t b = node.GetInt("batch_dims", 0);
+  const int64_t r = static_cast<int64_t>(x->rank()), q = static_cast<int64_t>(idx->rank());
+  if (q < 1 || b < 0 || b >= std::min(r, q)) {
+    return InvalidArgumentError("{}: batch_dims {} does not fit data {} and indices {}",
+                                NodeLabel(node), b, ShapeToString(x->shape()),
+                                ShapeToString(idx->shape()));
+  }
+  const int64_t k = idx->dim(q - 1);
+  if (k < 1 || k > r - b) {
+    return InvalidArgumentError("{}: index tuples of length {} do not fit data {} (batch_dims {})",
+                                NodeLabel(node), k, ShapeToString(x->shape()), b);
+  }
+  for (int64_t a = 0; a < b; ++a) {
+    if (x->dim(a) != idx->dim(a)) {
+      return InvalidArgumentError("{}: batch dims of data {} and indices {} differ",
+                                  NodeLabel(node), ShapeToString(x->shape()),
+                                  ShapeToString(idx->shape()));
+    }
+  }
+  Shape out_shape(idx->shape().begin(), idx->shape().end() - 1);
+  out_shape.insert(out_shape.end(), x->shape().begin() + b + k, x->shape().end());
+  Tensor out(x->dtype(), out_shape);
+  int64_t batch = 1, slice = 1;
+  for (int64_t a = 0; a < b; ++a) batch *= x->dim(a);
+  for (int64_t a = b + k; a < r; ++a) slice *= x->dim(a);
+  int64_t per_batch_data = 1;
+  for (int64_t a = b; a < r; ++a) per_batch_data *= x->dim(a);
+  const int64_t tuples = batch ? idx->numel() / k / batch : 0;
+  const std::vector<int64_t> xs = Strides(x->shape());
+  const size_t elem = DTypeSize(x->dtype());
+  const size_t row = static_cast<size_t>(slice) * elem;
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    for (int64_t t = 0; t < tuples; ++t) {
+      int64_t src = bi * per_batch_data;
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t dim = x->dim(b + j);
+        int64_t c = idx->GetInt((bi * tuples + t) * k + j);
+        if (c < -dim || c >= dim) {
+          return OutOfRangeError("{}: index {} is out of range for axis {} of size {}",
+                                 NodeLabel(node), c, b + j, dim);
+        }
+        if (c < 0) c += dim;
+        src += c * xs[b + j];
+      }
+      if (row) {
+        std::memcpy(static_cast<uint8_t*>(out.data()) + (bi * tuples + t) * row,
+                    static_cast<const uint8_t*>(x->data()) + src * elem, row);
+      }
+    }
+  }
+  outputs->push_back(std::move(out));
+  return Status::Ok();
+}
+
 // Output = broadcast of x to `out_shape` (which must already be a valid broadcast).
 Tensor BroadcastTo(const Tensor& x, const Shape& out_shape) {
   Tensor out(x.dtype(), out_shape);
@@ -575,6 +673,8 @@ void RegisterShapeEvaluators() {
   Reg("Transpose", TransposeOp);
   Reg("Slice", SliceOp);
   Reg("Gather", GatherOp);
+  Reg("GatherElements", GatherElementsOp);
+  Reg("GatherND", GatherNDOp);
   Reg("Expand", ExpandOp);
   Reg("Tile", TileOp);
   Reg("ConstantOfShape", ConstantOfShapeOp);

@@ -86,6 +86,23 @@ TEST(EvalShape, GatherAxesAndNegativeIndices) {
   EXPECT_EQ(s.code(), StatusCode::kOutOfRange);
 }
 
+TEST(EvalShape, GatherElementsAndGatherND) {
+  Tensor x = F32({2, 3}, {0, 1, 2, 10, 11, 12});
+  ExpectNear(
+      Eval(MakeNode("GatherElements", {{"axis", int64_t{1}}}), {x, I64({2, 2}, {2, 0, -1, 1})})[0],
+      {2, 2}, {2, 0, 12, 11});
+  ExpectNear(Eval(MakeNode("GatherElements"), {x, I64({1, 3}, {1, 0, 1})})[0], {1, 3}, {10, 1, 12});
+  EXPECT_EQ(EvalError(MakeNode("GatherElements"), {x, I64({1, 3}, {2, 0, 1})}).code(),
+            StatusCode::kOutOfRange);
+  // Tuples of length 2 pick elements; of length 1 pick rows.
+  ExpectNear(Eval(MakeNode("GatherND"), {x, I64({2, 2}, {0, 2, 1, 0})})[0], {2}, {2, 10});
+  ExpectNear(Eval(MakeNode("GatherND"), {x, I64({1, 1}, {1})})[0], {1, 3}, {10, 11, 12});
+  // batch_dims = 1: per batch row, one index into its own row (the [CLS]/last-token pattern).
+  ExpectNear(Eval(MakeNode("GatherND", {{"batch_dims", int64_t{1}}}), {x, I64({2, 1}, {2, 0})})[0],
+             {2}, {2, 10});
+  EvalError(MakeNode("GatherND"), {x, I64({1, 3}, {0, 0, 0})});
+}
+
 TEST(EvalShape, ExpandConstantOfShapeRange) {
   ExpectNear(Eval(MakeNode("Expand"), {F32({2, 1}, {1, 2}), I64({3}, {2, 1, 3})})[0], {2, 2, 3},
              {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2});
