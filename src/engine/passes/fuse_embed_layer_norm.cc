@@ -140,7 +140,15 @@ bool IsRobertaPositions(const Matcher& m, int idx, int* ids, int64_t* pad) {
 // A constant index for every position (RoBERTa's buffered zero token types); nullopt otherwise.
 std::optional<int64_t> ConstantIndex(const Matcher& m, int idx) {
   int v = SkipIndexOps(m, idx);
-  if (const ir::Node* s = m.Producer(v, "Slice")) v = SkipIndexOps(m, s->input(0));
+  // Slicing or gathering from a uniform constant gives that constant everywhere (current RoBERTa
+  // gathers its zero token-type buffer at the position ids).
+  for (int guard = 0; guard < 8; ++guard) {
+    const ir::Node* s = m.Producer(v, "Slice");
+    if (!s) s = m.Producer(v, "GatherElements");
+    if (!s) s = m.Producer(v, "Gather");
+    if (!s) break;
+    v = SkipIndexOps(m, s->input(0));
+  }
   if (const ir::Node* c = m.Producer(v, "ConstantOfShape")) {
     const Tensor* t = c->GetTensor("value");
     return t && t->numel() == 1 ? t->GetInt(0) : 0;
