@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
@@ -140,6 +141,9 @@ int Main(int argc, char** argv) {
     if (padding_free) std::printf("%s", (*engine)->Describe().substr(0, 400).c_str());
     for (const Case& cs : cases) {
       if (!padding_free && cs.name != "64posts") continue;  // padded differs only with padding
+      // One eager run with per-kernel-group device times logged (SURGE_CUDA_OP_TIMES), on a
+      // fresh context, for the shapes that show where time goes.
+      const bool breakdown = cs.name == "128x128" || cs.name == "1x128" || cs.name == "64posts";
       Tensor ids(DType::kInt64, {cs.batch, cs.seq}), types(DType::kInt64, {cs.batch, cs.seq}),
           mask(DType::kInt64, {cs.batch, cs.seq});
       std::uniform_int_distribution<int64_t> id(1000, kVocab - 1);
@@ -159,6 +163,22 @@ int Main(int argc, char** argv) {
         if (!st.ok()) {
           std::fprintf(stderr, "%s: %s\n", cs.name.c_str(), st.ToString().c_str());
           return 1;
+        }
+      }
+      if (breakdown) {
+        // Eager (no CUDA graph) so each run records its marks; the second run is the warm one.
+        setenv("SURGE_CUDA_OP_TIMES", "1", 1);
+        setenv("SURGE_CUDA_GRAPHS", "0", 1);
+        auto probe = (*engine)->CreateContext();
+        unsetenv("SURGE_CUDA_OP_TIMES");
+        unsetenv("SURGE_CUDA_GRAPHS");
+        if (probe.ok()) {
+          (void)(*probe)->Execute(in, &out);
+          std::printf("%s padding_free=%d kernel breakdown (warm eager run):\n", cs.name.c_str(),
+                      padding_free);
+          std::fflush(stdout);
+          (void)(*probe)->Execute(in, &out);
+          std::fflush(stderr);
         }
       }
       std::vector<double> ms;

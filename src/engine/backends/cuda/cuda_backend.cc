@@ -164,7 +164,11 @@ class CudaContext : public BackendContext {
   Status Execute(std::span<const Tensor> inputs, std::vector<Tensor>* outputs) override;
 
  private:
-  Status RunOps(const RunShape& shape);
+  Status RunOps(const RunShape& shape, bool capturing);
+  // With SURGE_CUDA_OP_TIMES=1, eager runs record an event before each kernel group; the totals
+  // per group are logged after the run (a diagnostic for tuning, off by default).
+  void Mark(const char* label, bool capturing);
+  void LogOpTimes();
   void* Act(int value) const;
   Result<const GemmPlan*> Plan(size_t op_index, const GemmDesc& desc);
 
@@ -175,6 +179,9 @@ class CudaContext : public BackendContext {
   PinnedPtr index_host_;
   size_t reserved_ = 0;
   bool use_graphs_ = true;
+  bool op_times_ = false;
+  std::vector<std::pair<const char*, cudaEvent_t>> marks_;
+  std::vector<cudaEvent_t> event_pool_;
   std::map<std::pair<size_t, int64_t>, std::unique_ptr<GemmPlan>> gemm_plans_;
   std::map<RunShape, cudaGraphExec_t> graphs_;
   std::set<RunShape> uncapturable_;
@@ -305,6 +312,9 @@ Status CudaEngine::Init(std::shared_ptr<const ir::Graph> graph, std::span<const 
   }
   SURGE_ASSIGN_OR_RETURN(max_, ProfileShape(program_, config, true));
   tactics_ = std::move(b.tactics);
+  for (LoweredOp& op : program_.ops) {
+    if (op.kind == OpKind::kLinear) op.weight_nk = b.weights_nk.count(op.inputs[1]) > 0;
+  }
   budget_ = options.memory_budget_bytes ? options.memory_budget_bytes : config.memory_budget_bytes;
   // Weights: the blob's converted bytes, or converted now for blobs without them.
   std::map<int, std::vector<uint8_t>> bytes;
@@ -314,8 +324,9 @@ Status CudaEngine::Init(std::shared_ptr<const ir::Graph> graph, std::span<const 
     if (it != b.weights.end()) {
       bytes[v] = std::move(it->second);
     } else {
-      SURGE_ASSIGN_OR_RETURN(bytes[v],
-                             ConvertWeight(graph_->values[v].constant, f32, program_.dtype));
+      const Tensor& c = graph_->values[v].constant;
+      SURGE_ASSIGN_OR_RETURN(bytes[v], ConvertWeight(b.weights_nk.count(v) ? TransposeWeight(c) : c,
+                                                     f32, program_.dtype));
     }
     const size_t expect = graph_->values[v].constant.numel() * (f32 ? 4 : 2);
     if (bytes[v].size() != expect) {
@@ -362,10 +373,18 @@ std::string CudaEngine::Describe() const {
       case OpKind::kLinear: {
         bool extra = false;
         const GemmDesc d = LinearGemm(program_, op, 1, &extra);
-        const GemmAlgo* t = Tactic(TacticKey(d));
-        kernel = fmt::format("cublasLt gemm k={} n={} epilogue={}{} tactic={}", op.k, op.cols,
-                             static_cast<int>(d.epilogue), extra ? " + bias_act" : "",
-                             t ? fmt::format("tuned ({:.1f} us at opt)", t->time_us) : "heuristic");
+        GemmDesc shape = d;
+        shape.m = 0;
+        const std::string prefix = shape.Key() + " mb=";
+        std::string tuned;
+        for (const auto& [key, algo] : tactics_) {
+          if (key.rfind(prefix, 0) == 0) {
+            tuned += fmt::format(" rows~2^{}: {:.1f} us;", key.substr(prefix.size()), algo.time_us);
+          }
+        }
+        kernel = fmt::format("cublasLt gemm k={} n={} W{} epilogue={}{} tactics:{}", op.k, op.cols,
+                             op.weight_nk ? "[N,K]" : "[K,N]", static_cast<int>(d.epilogue),
+                             extra ? " + bias_act" : "", tuned.empty() ? " heuristic" : tuned);
         break;
       }
       case OpKind::kLayerNorm:
@@ -395,6 +414,7 @@ std::string CudaEngine::Describe() const {
 
 CudaContext::~CudaContext() {
   for (auto& [k, g] : graphs_) cudaGraphExecDestroy(g);
+  for (cudaEvent_t e : event_pool_) cudaEventDestroy(e);
   gemm_plans_.clear();
   if (lt_) cublasLtDestroy(lt_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -419,7 +439,40 @@ Status CudaContext::Init() {
   index_host_.reset(host);
   const char* env = std::getenv("SURGE_CUDA_GRAPHS");
   use_graphs_ = !(env && std::string_view(env) == "0");
+  const char* times = std::getenv("SURGE_CUDA_OP_TIMES");
+  op_times_ = times && std::string_view(times) == "1";
   return Status::Ok();
+}
+
+void CudaContext::Mark(const char* label, bool capturing) {
+  if (!op_times_ || capturing) return;
+  if (marks_.size() == event_pool_.size()) {
+    cudaEvent_t e = nullptr;
+    if (cudaEventCreate(&e) != cudaSuccess) return;
+    event_pool_.push_back(e);
+  }
+  cudaEvent_t e = event_pool_[marks_.size()];
+  cudaEventRecord(e, stream_);
+  marks_.push_back({label, e});
+}
+
+void CudaContext::LogOpTimes() {
+  if (marks_.size() < 2) {
+    marks_.clear();
+    return;
+  }
+  std::map<std::string, float> total;
+  float all = 0;
+  for (size_t i = 0; i + 1 < marks_.size(); ++i) {
+    float ms = 0;
+    cudaEventElapsedTime(&ms, marks_[i].second, marks_[i + 1].second);
+    total[marks_[i].first] += ms;
+    all += ms;
+  }
+  std::string line = fmt::format("cuda op times: total {:.3f} ms", all);
+  for (const auto& [k, v] : total) line += fmt::format(", {} {:.3f}", k, v);
+  SURGE_LOG_INFO("{}", line);
+  marks_.clear();
 }
 
 void* CudaContext::Act(int v) const {
@@ -438,11 +491,11 @@ Result<const GemmPlan*> CudaContext::Plan(size_t op_index, const GemmDesc& desc)
   return p;
 }
 
-Status CudaContext::RunOps(const RunShape& sh) {
+Status CudaContext::RunOps(const RunShape& sh, bool capturing) {
   const Program& prog = engine_->program();
   const DataType dt = prog.dtype;
   const Extent& mx = engine_->max();
-  const IndexLayout idx(mx.batch * mx.seq + 1, mx.batch);
+  const IndexLayout idx(sh.batch * sh.seq + 1, sh.batch);
   auto dev_idx = [&](size_t off) {
     return reinterpret_cast<const int32_t*>(static_cast<char*>(index_dev_.get()) + off);
   };
@@ -456,6 +509,7 @@ Status CudaContext::RunOps(const RunShape& sh) {
     const int64_t rows = rows_of(out);
     switch (op.kind) {
       case OpKind::kEmbedLayerNorm: {
+        Mark("embed_layer_norm", capturing);
         EmbedLayerNormArgs a;
         a.dtype = dt;
         a.rows = rows;
@@ -480,12 +534,14 @@ Status CudaContext::RunOps(const RunShape& sh) {
         bool extra = false;
         const GemmDesc d = LinearGemm(prog, op, rows, &extra);
         SURGE_ASSIGN_OR_RETURN(const GemmPlan* plan, Plan(i, d));
+        Mark(d.n == op.k ? "gemm_square" : (d.n > op.k ? "gemm_wide" : "gemm_narrow"), capturing);
         const void* bias = engine_->Weight(in(2));
         const void* res = in(3) >= 0 ? Act(in(3)) : nullptr;
         SURGE_RETURN_IF_ERROR(plan->Run(lt_, Act(in(0)), engine_->Weight(in(1)), bias,
                                         d.residual ? res : nullptr, Act(out), gemm_ws_.get(),
                                         kGemmWorkspaceBytes, stream_));
         if (extra) {
+          Mark("bias_act", capturing);
           BiasActArgs a;
           a.dtype = dt;
           a.rows = rows;
@@ -501,6 +557,7 @@ Status CudaContext::RunOps(const RunShape& sh) {
       case OpKind::kLayerNorm:
       case OpKind::kSkipLayerNorm: {
         const bool skip = op.kind == OpKind::kSkipLayerNorm;
+        Mark("layer_norm", capturing);
         LayerNormArgs a;
         a.dtype = dt;
         a.rows = rows;
@@ -519,6 +576,7 @@ Status CudaContext::RunOps(const RunShape& sh) {
         break;
       }
       case OpKind::kGelu: {
+        Mark("bias_act", capturing);
         BiasActArgs a;
         a.dtype = dt;
         a.rows = rows;
@@ -530,6 +588,7 @@ Status CudaContext::RunOps(const RunShape& sh) {
         break;
       }
       case OpKind::kAttention: {
+        Mark("attention", capturing);
         AttentionArgs a;
         a.dtype = dt;
         a.batch = static_cast<int>(sh.batch);
@@ -546,6 +605,7 @@ Status CudaContext::RunOps(const RunShape& sh) {
         break;
       }
       case OpKind::kGatherFirst: {
+        Mark("gather", capturing);
         RowMoveArgs a;
         a.rows = sh.batch;
         a.row_bytes = op.cols * 2;
@@ -558,6 +618,7 @@ Status CudaContext::RunOps(const RunShape& sh) {
     }
   }
   // Graph outputs: scatter packed tokens back to [B,S] when asked, then float32 staging.
+  Mark("outputs", capturing);
   const ir::Graph& g = engine_->graph();
   for (size_t o = 0; o < g.outputs.size(); ++o) {
     const int v = g.outputs[o];
@@ -584,6 +645,7 @@ Status CudaContext::RunOps(const RunShape& sh) {
     SURGE_CUDA_RETURN_IF_ERROR(
         ConvertToFloat32(dt, src, reinterpret_cast<float*>(staging), rows * info.cols, stream_));
   }
+  Mark("end", capturing);
   return Status::Ok();
 }
 
@@ -623,7 +685,8 @@ Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>*
   }
   if (prog.mask >= 0) SURGE_RETURN_IF_ERROR(ReadInts(*input(prog.mask), "attention_mask", &mask));
 
-  const IndexLayout idx(mx.batch * mx.seq + 1, mx.batch);
+  // Laid out for this request's shape (fixed per captured graph), so only its bytes travel.
+  const IndexLayout idx(BS + 1, B);
   char* host = static_cast<char*>(index_host_.get());
   auto hidx = [&](size_t off) { return reinterpret_cast<int32_t*>(host + off); };
   std::memcpy(hidx(idx.ids), ids.data(), BS * 4);
@@ -692,7 +755,7 @@ Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>*
   if (it != graphs_.end()) {
     SURGE_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, stream_));
   } else {
-    SURGE_RETURN_IF_ERROR(RunOps(sh));
+    SURGE_RETURN_IF_ERROR(RunOps(sh, false));
     if (use_graphs_ && !uncapturable_.count(sh)) {
       // Capture after an eager run, so kernel attributes and GEMM plans already exist.
       cudaGraph_t graph = nullptr;
@@ -700,7 +763,7 @@ Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>*
       Status st = CudaStatus(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
                              "cudaStreamBeginCapture");
       if (st.ok()) {
-        Status run = RunOps(sh);
+        Status run = RunOps(sh, true);
         Status end = CudaStatus(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
         st = !run.ok() ? run : end;
       }
@@ -729,6 +792,7 @@ Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>*
     outputs->push_back(std::move(f));
   }
   SURGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  LogOpTimes();
   for (size_t o = 0; o < g.outputs.size(); ++o) {
     const DType want = g.values[g.outputs[o]].dtype;
     if (want != DType::kFloat32) (*outputs)[o] = (*outputs)[o].CastFromFloat32(want);
@@ -749,47 +813,91 @@ class CudaBackend : public Backend {
     Blob blob;
     blob.dtype = p.dtype;
     blob.padding_free = config.padding_free;
-    for (const auto& [v, f32] : p.weights) {
-      SURGE_ASSIGN_OR_RETURN(blob.weights[v],
-                             ConvertWeight(graph.values[v].constant, f32, p.dtype));
-    }
     SURGE_ASSIGN_OR_RETURN(Extent opt, ProfileShape(p, config, false));
-    SURGE_RETURN_IF_ERROR(ProfileShape(p, config, true).status());
+    SURGE_ASSIGN_OR_RETURN(Extent max, ProfileShape(p, config, true));
     Status gpu = CudaDeviceAvailable();
-    if (!gpu.ok()) {
+    if (gpu.ok()) {
+      SURGE_RETURN_IF_ERROR(Tune(config, opt, max, &p, &blob));
+    } else {
       SURGE_LOG_WARN(
           "cuda: no GPU to tune GEMMs on ({}); the plan uses cuBLASLt's heuristic "
           "choice at run time",
           gpu.message());
-      return SerializeBlob(blob);
     }
+    for (const auto& [v, f32] : p.weights) {
+      const Tensor& c = graph.values[v].constant;
+      SURGE_ASSIGN_OR_RETURN(
+          blob.weights[v],
+          ConvertWeight(blob.weights_nk.count(v) ? TransposeWeight(c) : c, f32, p.dtype));
+    }
+    return SerializeBlob(blob);
+  }
+
+  // Chooses each Linear weight's layout ([K,N] or [N,K]) by timing both at the opt shape, then
+  // tunes every GEMM at the row-count buckets of the opt shape, one sequence, and the max shape.
+  Status Tune(const BuilderConfig& config, const Extent& opt, const Extent& max, Program* p,
+              Blob* blob) {
     cublasLtHandle_t lt = nullptr;
     cudaStream_t stream = nullptr;
     SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&lt));
     Status st =
         CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
     TimingCache cache(config.timing_cache_path, DeviceKey());
-    for (const GemmDesc& d : LinearGemms(p, opt.batch * opt.seq, opt.batch)) {
-      if (!st.ok()) break;
-      const std::string key = TacticKey(d);
-      if (blob.tactics.count(key)) continue;
+    auto tune = [&](const GemmDesc& d) -> Result<GemmAlgo> {
       GemmAlgo algo;
-      if (!cache.Lookup(d, &algo)) {
-        auto tuned = TuneGemm(lt, d, kGemmWorkspaceBytes, stream);
-        if (!tuned.ok()) {
-          st = tuned.status();
+      if (cache.Lookup(d, &algo)) return algo;
+      SURGE_ASSIGN_OR_RETURN(algo, TuneGemm(lt, d, kGemmWorkspaceBytes, stream));
+      cache.Insert(d, algo);
+      return algo;
+    };
+    std::map<int, bool> nk;  // weight value id -> stored [N,K]
+    for (LoweredOp& op : p->ops) {
+      if (!st.ok()) break;
+      if (op.kind != OpKind::kLinear) continue;
+      const int w = op.inputs[1];
+      if (nk.count(w)) {
+        op.weight_nk = nk[w];
+        continue;
+      }
+      const bool batch = p->activations.at(op.outputs[0]).domain == RowDomain::kBatch;
+      const int64_t rows = batch ? opt.batch : opt.batch * opt.seq;
+      bool extra = false;
+      op.weight_nk = false;
+      const GemmDesc kn = LinearGemm(*p, op, rows, &extra);
+      auto kn_algo = tune(kn);
+      if (!kn_algo.ok()) {
+        st = kn_algo.status();
+        break;
+      }
+      op.weight_nk = true;
+      const GemmDesc nk_desc = LinearGemm(*p, op, rows, &extra);
+      auto nk_algo = tune(nk_desc);  // a layout cuBLASLt cannot run is simply not chosen
+      op.weight_nk = nk_algo.ok() && nk_algo->time_us < kn_algo->time_us;
+      nk[w] = op.weight_nk;
+      blob->tactics[TacticKey(op.weight_nk ? nk_desc : kn)] = op.weight_nk ? *nk_algo : *kn_algo;
+    }
+    for (auto [tokens, batch] : {std::pair<int64_t, int64_t>{opt.batch * opt.seq, opt.batch},
+                                 {opt.seq, 1},
+                                 {max.batch * max.seq, max.batch}}) {
+      for (const GemmDesc& d : LinearGemms(*p, tokens, batch)) {
+        if (!st.ok()) break;
+        const std::string key = TacticKey(d);
+        if (blob->tactics.count(key)) continue;
+        auto algo = tune(d);
+        if (!algo.ok()) {
+          st = algo.status();
           break;
         }
-        algo = *tuned;
-        cache.Insert(d, algo);
+        blob->tactics[key] = *algo;
       }
-      blob.tactics[key] = algo;
+    }
+    for (const auto& [w, transposed] : nk) {
+      if (transposed) blob->weights_nk.insert(w);
     }
     if (stream) cudaStreamDestroy(stream);
     cublasLtDestroy(lt);
     SURGE_RETURN_IF_ERROR(st);
-    SURGE_RETURN_IF_ERROR(cache.Save());
-    return SerializeBlob(blob);
+    return cache.Save();
   }
 
   Result<std::unique_ptr<BackendEngine>> Load(std::shared_ptr<const ir::Graph> graph,

@@ -48,14 +48,21 @@ Status MakeDescriptors(const GemmDesc& d, Descriptors* out) {
   const cudaDataType_t t = CudaType(d.dtype);
   SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&out->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t no = CUBLAS_OP_N;
+  const cublasOperation_t op_a = d.weight_nk ? CUBLAS_OP_T : CUBLAS_OP_N;
   SURGE_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulDescSetAttribute(out->op, CUBLASLT_MATMUL_DESC_TRANSA, &no, sizeof(no)));
+      cublasLtMatmulDescSetAttribute(out->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   SURGE_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(out->op, CUBLASLT_MATMUL_DESC_TRANSB, &no, sizeof(no)));
   const cublasLtEpilogue_t epi = LtEpilogue(d.epilogue);
   SURGE_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatmulDescSetAttribute(out->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-  SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&out->a, t, d.n, d.k, d.n));
+  // W [K,N] row-major is the column-major [N,K] matrix A; W stored [N,K] is column-major [K,N],
+  // used transposed.
+  if (d.weight_nk) {
+    SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&out->a, t, d.k, d.n, d.k));
+  } else {
+    SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&out->a, t, d.n, d.k, d.n));
+  }
   SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&out->b, t, d.k, d.m, d.k));
   SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&out->c, t, d.n, d.m, d.n));
   return Status::Ok();
@@ -101,8 +108,9 @@ Result<std::vector<GemmAlgo>> Heuristics(cublasLtHandle_t handle, const Descript
 }  // namespace
 
 std::string GemmDesc::Key() const {
-  return fmt::format("{} m={} n={} k={} epi={} res={}", dtype == DataType::kF16 ? "f16" : "bf16", m,
-                     n, k, static_cast<int>(epilogue), residual ? 1 : 0);
+  return fmt::format("{} m={} n={} k={} epi={} res={} wt={}",
+                     dtype == DataType::kF16 ? "f16" : "bf16", m, n, k, static_cast<int>(epilogue),
+                     residual ? 1 : 0, weight_nk ? 1 : 0);
 }
 
 std::string GemmAlgo::ToHex() const {

@@ -31,8 +31,11 @@ struct GemmDesc {
   int64_t m = 0, n = 0, k = 0;
   GemmEpilogue epilogue = GemmEpilogue::kNone;
   bool residual = false;  // D = ... + R (only with kNone/kBias)
+  // W stored transposed, [N,K] row-major (K-major, cuBLAS "TN" like torch.nn.Linear) instead of
+  // [K,N]; Lower times both and keeps the faster.
+  bool weight_nk = false;
 
-  // Stable text key for caches: "f16 m=128 n=768 k=768 epi=1 res=0".
+  // Stable text key for caches: "f16 m=128 n=768 k=768 epi=1 res=0 wt=0".
   std::string Key() const;
 };
 

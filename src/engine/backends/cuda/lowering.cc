@@ -79,7 +79,9 @@ Result<DataType> DeviceType(Precision p) {
 std::string TacticKey(const GemmDesc& d) {
   GemmDesc k = d;
   k.m = 0;
-  return k.Key();
+  int bucket = 0;
+  for (int64_t m = d.m; m > 1; m >>= 1) ++bucket;
+  return fmt::format("{} mb={}", k.Key(), bucket);
 }
 
 Result<Program> AnalyzeGraph(const ir::Graph& g, const BuilderConfig& config) {
@@ -308,12 +310,25 @@ Result<std::vector<uint8_t>> ConvertWeight(const Tensor& t, bool keep_f32, DataT
   return out;
 }
 
+Tensor TransposeWeight(const Tensor& w) {
+  const Tensor f = w.dtype() == DType::kFloat32 ? w : w.ToFloat32();
+  const int64_t k = f.dim(0), n = f.dim(1);
+  Tensor t(DType::kFloat32, Shape{n, k});
+  const float* src = f.data_as<float>();
+  float* dst = t.data_as<float>();
+  for (int64_t i = 0; i < k; ++i) {
+    for (int64_t j = 0; j < n; ++j) dst[j * k + i] = src[i * n + j];
+  }
+  return t;
+}
+
 GemmDesc LinearGemm(const Program& p, const LoweredOp& op, int64_t rows, bool* needs_kernel) {
   GemmDesc d;
   d.dtype = p.dtype;
   d.m = rows;
   d.n = op.cols;
   d.k = op.k;
+  d.weight_nk = op.weight_nk;
   const bool bias = op.inputs.size() > 2 && op.inputs[2] >= 0;
   const bool residual = op.inputs.size() > 3 && op.inputs[3] >= 0;
   *needs_kernel = false;
@@ -342,7 +357,7 @@ std::vector<GemmDesc> LinearGemms(const Program& p, int64_t token_rows, int64_t 
 
 std::string SerializeBlob(const Blob& b) {
   std::string s(kBlobMagic, sizeof(kBlobMagic));
-  PutU32(&s, 1);  // version
+  PutU32(&s, 2);  // version
   PutU32(&s, b.dtype == DataType::kF16 ? 1 : 2);
   PutU32(&s, b.padding_free ? 1 : 0);
   PutU32(&s, static_cast<uint32_t>(b.weights.size()));
@@ -358,6 +373,8 @@ std::string SerializeBlob(const Blob& b) {
     s.append(reinterpret_cast<const char*>(&algo.algo), sizeof(algo.algo));
     s.append(reinterpret_cast<const char*>(&algo.time_us), sizeof(float));
   }
+  PutU32(&s, static_cast<uint32_t>(b.weights_nk.size()));
+  for (int id : b.weights_nk) PutU32(&s, static_cast<uint32_t>(id));
   return s;
 }
 
@@ -370,9 +387,9 @@ Result<Blob> ParseBlob(std::span<const uint8_t> bytes) {
   }
   uint32_t version = 0, dtype = 0, pf = 0, count = 0;
   SURGE_RETURN_IF_ERROR(r.Read(&version, 4, "version"));
-  if (version != 1) {
+  if (version != 2) {
     return DataLossError(
-        "cuda plan blob version {} is not supported (this build reads 1); "
+        "cuda plan blob version {} is not supported (this build reads 2); "
         "rebuild the plan",
         version);
   }
@@ -408,6 +425,12 @@ Result<Blob> ParseBlob(std::span<const uint8_t> bytes) {
     SURGE_RETURN_IF_ERROR(r.Read(&a.time_us, sizeof(float), "tactic time"));
     a.valid = true;
     b.tactics[key] = a;
+  }
+  SURGE_RETURN_IF_ERROR(r.Read(&count, 4, "transposed weight count"));
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t id = 0;
+    SURGE_RETURN_IF_ERROR(r.Read(&id, 4, "transposed weight id"));
+    b.weights_nk.insert(static_cast<int>(id));
   }
   if (r.left() != 0) return DataLossError("cuda plan blob has {} trailing bytes", r.left());
   return b;

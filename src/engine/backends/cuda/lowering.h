@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -42,6 +43,7 @@ struct LoweredOp {
   float epsilon = 1e-5f;
   int num_heads = 0, head_dim = 0;
   float scale = 0.f;
+  bool weight_nk = false;  // Linear: W stored [N,K] (see GemmDesc::weight_nk)
 };
 
 struct ActivationInfo {
@@ -74,8 +76,9 @@ Result<Program> AnalyzeGraph(const ir::Graph& graph, const BuilderConfig& config
 // with float32 statistics is not offered: it is an error naming the valid choices).
 Result<DataType> DeviceType(Precision precision);
 
-// Tactic key of a GEMM independent of its row count: tactics tuned at the profile's opt rows are
-// tried (and checked) at every row count.
+// Tactic key of a GEMM: its shape without the row count, plus the row count's power-of-two
+// bucket (floor(log2 m)). Lower tunes a few buckets; other row counts use cuBLASLt's heuristic,
+// since an algorithm tuned for 4096 rows can be a poor choice for 32.
 std::string TacticKey(const GemmDesc& desc);
 
 struct Blob {
@@ -83,7 +86,11 @@ struct Blob {
   bool padding_free = true;
   std::map<int, std::vector<uint8_t>> weights;  // value id -> bytes in device layout
   std::map<std::string, GemmAlgo> tactics;      // TacticKey -> algorithm
+  std::set<int> weights_nk;                     // Linear weights stored transposed, [N,K]
 };
+
+// W [K,N] -> [N,K] (float32).
+Tensor TransposeWeight(const Tensor& w);
 
 std::string SerializeBlob(const Blob& blob);
 // DataLoss naming what is wrong on truncated or corrupt bytes.

@@ -170,6 +170,7 @@ TEST(CudaBackend, BlobRoundTripAndCorruption) {
   a.valid = true;
   a.time_us = 12.5f;
   b.tactics["bf16 m=0 n=8 k=8 epi=1 res=0"] = a;
+  b.weights_nk = {3, 9};
   const std::string s = SerializeBlob(b);
   auto bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
   auto back = ParseBlob(bytes);
@@ -177,6 +178,7 @@ TEST(CudaBackend, BlobRoundTripAndCorruption) {
   EXPECT_EQ(back->dtype, DataType::kBF16);
   EXPECT_EQ(back->weights.at(3), (std::vector<uint8_t>{1, 2, 3, 4}));
   EXPECT_FLOAT_EQ(back->tactics.begin()->second.time_us, 12.5f);
+  EXPECT_EQ(back->weights_nk, (std::set<int>{3, 9}));
   for (size_t cut : {size_t{0}, size_t{7}, size_t{20}, s.size() - 1}) {
     auto r = ParseBlob(bytes.first(cut));
     ASSERT_FALSE(r.ok());
@@ -187,6 +189,17 @@ TEST(CudaBackend, BlobRoundTripAndCorruption) {
   EXPECT_FALSE(
       ParseBlob(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bad.data()), bad.size()))
           .ok());
+}
+
+TEST(CudaBackend, TransposeWeightMovesEveryElement) {
+  Tensor w(DType::kFloat32, {3, 5});
+  for (int64_t i = 0; i < 15; ++i) w.data_as<float>()[i] = static_cast<float>(i + 1);
+  Tensor t = TransposeWeight(w);
+  ASSERT_EQ(t.shape(), (Shape{5, 3}));
+  for (int64_t k = 0; k < 3; ++k) {
+    for (int64_t n = 0; n < 5; ++n)
+      EXPECT_EQ(t.data_as<float>()[n * 3 + k], w.data_as<float>()[k * 5 + n]);
+  }
 }
 
 TEST(CudaBackend, LoadWithoutGpuIsUnavailable) {

@@ -86,28 +86,37 @@ TEST_P(CudaOpTest, LayerNormLargeValuesDoNotOverflow) {
 }
 
 TEST_P(CudaOpTest, SkipLayerNormWithBiasAndSum) {
-  const int64_t rows = 29, cols = 391;
-  Tensor x = Random({rows, cols}, rng_, dt()), skip = Random({rows, cols}, rng_, dt());
-  Tensor gamma = Random({cols}, rng_, DataType::kF16), beta = Random({cols}, rng_, DataType::kF16);
-  Tensor bias = Random({cols}, rng_, dt());
-  DeviceTensor dx(x, dt()), ds(skip, dt()), dbias(bias, dt()), dg(gamma, dt(), true),
-      db(beta, dt(), true), dy(rows * cols * 2), dsum(rows * cols * 2);
-  LayerNormArgs a{dt(),
-                  rows,
-                  static_cast<int>(cols),
-                  dx.get(),
-                  ds.get(),
-                  dbias.get(),
-                  static_cast<const float*>(dg.get()),
-                  static_cast<const float*>(db.get()),
-                  1e-6f,
-                  dy.get(),
-                  dsum.get()};
-  CheckCuda(LayerNormRun(a, nullptr, nullptr), "LayerNormRun");
-  auto ref = Reference(Fused("SkipLayerNorm", {{"epsilon", 1e-6}}),
-                       std::vector<Tensor>{x, skip, gamma, beta, bias});
-  EXPECT_LT(RelError(dy.Download({rows, cols}, dt()), ref[0]), Tolerance(dt()));
-  EXPECT_LT(RelError(dsum.Download({rows, cols}, dt()), ref[1]), Tolerance(dt()));
+  for (int64_t cols : {391, 768}) {  // scalar and 16-byte paths
+    const int64_t rows = 29;
+    Tensor x = Random({rows, cols}, rng_, dt()), skip = Random({rows, cols}, rng_, dt());
+    Tensor gamma = Random({cols}, rng_, DataType::kF16),
+           beta = Random({cols}, rng_, DataType::kF16);
+    Tensor bias = Random({cols}, rng_, dt());
+    DeviceTensor dx(x, dt()), ds(skip, dt()), dbias(bias, dt()), dg(gamma, dt(), true),
+        db(beta, dt(), true), dy(rows * cols * 2), dsum(rows * cols * 2);
+    LayerNormArgs a{dt(),
+                    rows,
+                    static_cast<int>(cols),
+                    dx.get(),
+                    ds.get(),
+                    dbias.get(),
+                    static_cast<const float*>(dg.get()),
+                    static_cast<const float*>(db.get()),
+                    1e-6f,
+                    dy.get(),
+                    dsum.get()};
+    CheckCuda(LayerNormRun(a, nullptr, nullptr), "LayerNormRun");
+    auto ref = Reference(Fused("SkipLayerNorm", {{"epsilon", 1e-6}}),
+                         std::vector<Tensor>{x, skip, gamma, beta, bias});
+    EXPECT_LT(RelError(dy.Download({rows, cols}, dt()), ref[0]), Tolerance(dt())) << cols;
+    EXPECT_LT(RelError(dsum.Download({rows, cols}, dt()), ref[1]), Tolerance(dt())) << cols;
+    // In place (y aliases x), as the backend may plan it.
+    LayerNormArgs in_place = a;
+    in_place.y = dx.get();
+    in_place.sum_out = nullptr;
+    CheckCuda(LayerNormRun(in_place, nullptr, nullptr), "LayerNormRun in place");
+    EXPECT_LT(RelError(dx.Download({rows, cols}, dt()), ref[0]), Tolerance(dt())) << cols;
+  }
 }
 
 TEST_P(CudaOpTest, EmbedLayerNormPaddedAndPacked) {
@@ -259,86 +268,94 @@ TEST_P(CudaOpTest, LinearEpiloguesMatchReference) {
     std::string act;
     bool bias, residual;
   };
-  for (const Case& c :
-       {Case{"none", false, false}, Case{"none", true, false}, Case{"none", true, true},
-        Case{"gelu", true, false}, Case{"gelu_tanh", true, false}, Case{"tanh", true, false},
-        Case{"relu", false, true}, Case{"gelu", true, true}}) {
-    Tensor x = Random({M, K}, rng_, dt()), w = Random({K, N}, rng_, dt(), -0.2f, 0.2f);
-    Tensor b = Random({N}, rng_, dt()), r = Random({M, N}, rng_, dt());
-    DeviceTensor dx(x, dt()), dw(w, dt()), db(b, dt()), dr(r, dt()), dy(M * N * 2);
-    Program p;
-    p.dtype = dt();
-    LoweredOp op;
-    op.kind = OpKind::kLinear;
-    op.cols = N;
-    op.k = K;
-    op.inputs = {0, 1, c.bias ? 2 : -1, c.residual ? 3 : -1};
-    op.activation = c.act == "none"        ? Activation::kNone
-                    : c.act == "gelu"      ? Activation::kGelu
-                    : c.act == "gelu_tanh" ? Activation::kGeluTanh
-                    : c.act == "tanh"      ? Activation::kTanh
-                                           : Activation::kRelu;
-    bool extra = false;
-    const GemmDesc desc = LinearGemm(p, op, M, &extra);
-    auto plan = GemmPlan::Create(lt, desc, GemmAlgo{}, ws_bytes);
-    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-    ASSERT_TRUE((*plan)
-                    ->Run(lt, dx.get(), dw.get(), c.bias ? db.get() : nullptr,
-                          desc.residual ? dr.get() : nullptr, dy.get(), ws.get(), ws_bytes, nullptr)
-                    .ok());
-    if (extra) {
-      BiasActArgs e{dt(),
-                    M,
-                    static_cast<int>(N),
-                    op.activation,
-                    dy.get(),
-                    nullptr,
-                    c.residual ? dr.get() : nullptr,
-                    dy.get()};
-      CheckCuda(BiasActRun(e, nullptr, nullptr), "BiasActRun");
+  for (bool nk : {false, true})
+    for (const Case& c :
+         {Case{"none", false, false}, Case{"none", true, false}, Case{"none", true, true},
+          Case{"gelu", true, false}, Case{"gelu_tanh", true, false}, Case{"tanh", true, false},
+          Case{"relu", false, true}, Case{"gelu", true, true}}) {
+      Tensor x = Random({M, K}, rng_, dt()), w = Random({K, N}, rng_, dt(), -0.2f, 0.2f);
+      Tensor b = Random({N}, rng_, dt()), r = Random({M, N}, rng_, dt());
+      DeviceTensor dx(x, dt()), dw(nk ? TransposeWeight(w) : w, dt()), db(b, dt()), dr(r, dt()),
+          dy(M * N * 2);
+      Program p;
+      p.dtype = dt();
+      LoweredOp op;
+      op.kind = OpKind::kLinear;
+      op.cols = N;
+      op.k = K;
+      op.inputs = {0, 1, c.bias ? 2 : -1, c.residual ? 3 : -1};
+      op.weight_nk = nk;
+      op.activation = c.act == "none"        ? Activation::kNone
+                      : c.act == "gelu"      ? Activation::kGelu
+                      : c.act == "gelu_tanh" ? Activation::kGeluTanh
+                      : c.act == "tanh"      ? Activation::kTanh
+                                             : Activation::kRelu;
+      bool extra = false;
+      const GemmDesc desc = LinearGemm(p, op, M, &extra);
+      auto plan = GemmPlan::Create(lt, desc, GemmAlgo{}, ws_bytes);
+      ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+      ASSERT_TRUE((*plan)
+                      ->Run(lt, dx.get(), dw.get(), c.bias ? db.get() : nullptr,
+                            desc.residual ? dr.get() : nullptr, dy.get(), ws.get(), ws_bytes,
+                            nullptr)
+                      .ok());
+      if (extra) {
+        BiasActArgs e{dt(),
+                      M,
+                      static_cast<int>(N),
+                      op.activation,
+                      dy.get(),
+                      nullptr,
+                      c.residual ? dr.get() : nullptr,
+                      dy.get()};
+        CheckCuda(BiasActRun(e, nullptr, nullptr), "BiasActRun");
+      }
+      auto ref =
+          Reference(Fused("Linear", {{"activation", c.act}}),
+                    std::vector<Tensor>{x, w, c.bias ? b : Tensor(), c.residual ? r : Tensor()});
+      // The GEMM output is rounded to the device type before a separate epilogue: one more
+      // rounding.
+      EXPECT_LT(RelError(dy.Download({M, N}, dt()), ref[0]), Tolerance(dt()))
+          << c.act << " bias " << c.bias << " residual " << c.residual << " W[N,K] " << nk;
     }
-    auto ref =
-        Reference(Fused("Linear", {{"activation", c.act}}),
-                  std::vector<Tensor>{x, w, c.bias ? b : Tensor(), c.residual ? r : Tensor()});
-    // The GEMM output is rounded to the device type before a separate epilogue: one more rounding.
-    EXPECT_LT(RelError(dy.Download({M, N}, dt()), ref[0]), Tolerance(dt()))
-        << c.act << " bias " << c.bias << " residual " << c.residual;
-  }
   cublasLtDestroy(lt);
 }
 
 TEST_P(CudaOpTest, TunedGemmIsUsable) {
   cublasLtHandle_t lt = nullptr;
   ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
-  GemmDesc d{dt(), 128, 768, 768, GemmEpilogue::kBias, false};
-  auto algo = TuneGemm(lt, d, 32 << 20, nullptr);
-  ASSERT_TRUE(algo.ok()) << algo.status().ToString();
-  EXPECT_GT(algo->time_us, 0.f);
-  GemmAlgo round;
-  ASSERT_TRUE(GemmAlgo::FromHex(algo->ToHex(), &round));
-  auto plan = GemmPlan::Create(lt, d, round, 32 << 20);
-  ASSERT_TRUE(plan.ok());
-  EXPECT_EQ(std::memcmp(&(*plan)->algo(), &algo->algo, sizeof(algo->algo)), 0);
+  for (bool nk : {false, true}) {
+    GemmDesc d{dt(), 128, 768, 3072, GemmEpilogue::kBias, false, nk};
+    auto algo = TuneGemm(lt, d, 32 << 20, nullptr);
+    ASSERT_TRUE(algo.ok()) << algo.status().ToString();
+    EXPECT_GT(algo->time_us, 0.f);
+    GemmAlgo round;
+    ASSERT_TRUE(GemmAlgo::FromHex(algo->ToHex(), &round));
+    auto plan = GemmPlan::Create(lt, d, round, 32 << 20);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(std::memcmp(&(*plan)->algo(), &algo->algo, sizeof(algo->algo)), 0);
+  }
   cublasLtDestroy(lt);
 }
 
 TEST_P(CudaOpTest, GeluStandalone) {
-  const int64_t rows = 13, cols = 301;
-  for (std::string approx : {"none", "tanh"}) {
-    Tensor x = Random({rows, cols}, rng_, dt(), -4.f, 4.f);
-    DeviceTensor dx(x, dt()), dy(rows * cols * 2);
-    BiasActArgs a{dt(),
-                  rows,
-                  static_cast<int>(cols),
-                  approx == "tanh" ? Activation::kGeluTanh : Activation::kGelu,
-                  dx.get(),
-                  nullptr,
-                  nullptr,
-                  dy.get()};
-    CheckCuda(BiasActRun(a, nullptr, nullptr), "BiasActRun");
-    auto ref = Reference(Fused("Gelu", {{"approximate", approx}}), std::vector<Tensor>{x});
-    EXPECT_LT(RelError(dy.Download({rows, cols}, dt()), ref[0]), Tolerance(dt())) << approx;
-  }
+  const int64_t rows = 13;
+  for (int64_t cols : {301, 1024})
+    for (std::string approx : {"none", "tanh"}) {
+      Tensor x = Random({rows, cols}, rng_, dt(), -4.f, 4.f);
+      DeviceTensor dx(x, dt()), dy(rows * cols * 2);
+      BiasActArgs a{dt(),
+                    rows,
+                    static_cast<int>(cols),
+                    approx == "tanh" ? Activation::kGeluTanh : Activation::kGelu,
+                    dx.get(),
+                    nullptr,
+                    nullptr,
+                    dy.get()};
+      CheckCuda(BiasActRun(a, nullptr, nullptr), "BiasActRun");
+      auto ref = Reference(Fused("Gelu", {{"approximate", approx}}), std::vector<Tensor>{x});
+      EXPECT_LT(RelError(dy.Download({rows, cols}, dt()), ref[0]), Tolerance(dt())) << approx;
+    }
 }
 
 TEST_P(CudaOpTest, GatherAndScatterRows) {
