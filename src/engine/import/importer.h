@@ -6,6 +6,8 @@
 // Unsupported ops are reported with op type, node name and opset.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string>
 
 #include "core/status.h"
@@ -15,6 +17,9 @@ namespace surge::engine::import {
 
 // An .onnx file (external data resolved relative to its folder).
 Result<ir::Graph> ImportOnnx(const std::string& path);
+// An ONNX model already in memory; external data is resolved relative to `model_dir`, and an empty
+// `model_dir` rejects models that use external data.
+Result<ir::Graph> ImportOnnxFromBytes(std::span<const uint8_t> bytes, const std::string& model_dir);
 // A Hugging Face folder with config.json and model.safetensors (fp32, fp16 or bf16 weights;
 // weights are converted to float32). Architectures: BERT, RoBERTa/XLM-R, DistilBERT, ELECTRA with
 // sequence-classification, token-classification or no head.

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <span>
 #include <unordered_map>
 
 #include "core/logging.h"
@@ -186,6 +187,10 @@ Result<Tensor> OnnxImporter::ReadExternal(const onnx::TensorProto& t, DType dtyp
     }
   }
   if (location.empty()) return DataLossError("tensor '{}': external data has no location", name);
+  if (model_dir_.empty()) {
+    return InvalidArgumentError("tensor '{}' uses external data, but the model has no folder",
+                                name);
+  }
   fs::path rel(location);
   if (rel.is_absolute()) {
     return InvalidArgumentError(
@@ -526,30 +531,46 @@ Result<ir::Graph> OnnxImporter::Run(const onnx::ModelProto& model) {
 
 }  // namespace
 
+namespace {
+
+// `what` names the model in messages; `model_dir` empty forbids external data.
+Result<ir::Graph> ParseAndImport(std::span<const uint8_t> bytes, const std::string& what,
+                                 const fs::path& model_dir) {
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) {
+    return InvalidArgumentError(
+        "ONNX model '{}' is {} bytes; protobuf files are limited to 2 GiB (store weights as "
+        "external data)",
+        what, bytes.size());
+  }
+  onnx::ModelProto model;
+  if (!model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return DataLossError(
+        "'{}' is not a valid ONNX model: protobuf parsing failed (truncated or corrupt file)",
+        what);
+  }
+  OnnxImporter importer(model_dir);
+  auto g = importer.Run(model);
+  if (!g.ok()) return g.status().WithContext(fmt::format("importing '{}'", what));
+  SURGE_LOG_DEBUG("imported '{}': {} nodes, {} values, opset {}", what, g->nodes.size(),
+                  g->values.size(), g->opset);
+  return g;
+}
+
+}  // namespace
+
 Result<ir::Graph> ImportOnnx(const std::string& path) {
   auto file = MappedFile::Open(path);
   if (!file.ok()) {
     return NotFoundError("cannot open ONNX model '{}': {}", path, file.status().message());
   }
-  if (file->size() > static_cast<size_t>(INT_MAX)) {
-    return InvalidArgumentError(
-        "ONNX model '{}' is {} bytes; protobuf files are limited to 2 GiB "
-        "(store weights as external data)",
-        path, file->size());
-  }
-  onnx::ModelProto model;
-  if (!model.ParseFromArray(file->data(), static_cast<int>(file->size()))) {
-    return DataLossError(
-        "'{}' is not a valid ONNX model: protobuf parsing failed (truncated or "
-        "corrupt file)",
-        path);
-  }
-  OnnxImporter importer(fs::path(path).parent_path());
-  auto g = importer.Run(model);
-  if (!g.ok()) return g.status().WithContext(fmt::format("importing '{}'", path));
-  SURGE_LOG_DEBUG("imported '{}': {} nodes, {} values, opset {}", path, g->nodes.size(),
-                  g->values.size(), g->opset);
-  return g;
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  return ParseAndImport(file->bytes(), path, dir);
+}
+
+Result<ir::Graph> ImportOnnxFromBytes(std::span<const uint8_t> bytes,
+                                      const std::string& model_dir) {
+  return ParseAndImport(bytes, "<memory>", model_dir);
 }
 
 }  // namespace surge::engine::import

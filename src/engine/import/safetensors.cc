@@ -25,22 +25,39 @@ Result<SafeTensors> SafeTensors::Open(const std::string& path) {
   auto file = MappedFile::Open(path);
   if (!file.ok()) return NotFoundError("cannot open '{}': {}", path, file.status().message());
   st.file_ = std::move(file).value();
-  const size_t size = st.file_.size();
+  st.bytes_ = st.file_.bytes();
+  SURGE_RETURN_IF_ERROR(st.Parse());
+  return st;
+}
+
+Result<SafeTensors> SafeTensors::FromBytes(std::span<const uint8_t> bytes, std::string name) {
+  SafeTensors st;
+  st.path_ = std::move(name);
+  st.bytes_ = bytes;
+  SURGE_RETURN_IF_ERROR(st.Parse());
+  return st;
+}
+
+Status SafeTensors::Parse() {
+  const std::string& path = path_;
+  const size_t size = bytes_.size();
   if (size < 8) return DataLossError("'{}' is too short for a safetensors header", path);
   uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | st.file_.data()[i];
+  for (int i = 7; i >= 0; --i) n = (n << 8) | bytes_[i];
   if (n < 2 || n > size - 8) {
     return DataLossError("'{}': safetensors header length {} does not fit the {}-byte file", path,
                          n, size);
   }
-  const char* hdr = reinterpret_cast<const char*>(st.file_.data() + 8);
+  const char* hdr = reinterpret_cast<const char*>(bytes_.data() + 8);
   auto json = nlohmann::json::parse(hdr, hdr + n, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
     return DataLossError("'{}': safetensors header is not a JSON object", path);
   }
-  st.data_start_ = 8 + n;
-  const size_t data_size = size - st.data_start_;
-  for (const auto& [name, info] : json.items()) {
+  data_start_ = 8 + n;
+  const size_t data_size = size - data_start_;
+  for (const auto& item : json.items()) {
+    const std::string& name = item.key();
+    const auto& info = item.value();
     if (name == "__metadata__") continue;
     auto bad = [&](std::string_view why) {
       return DataLossError("'{}': tensor '{}': {}", path, name, why);
@@ -78,16 +95,16 @@ Result<SafeTensors> SafeTensors::Open(const std::string& path) {
     }
     e.begin = b;
     e.end = en;
-    st.entries_.emplace(name, std::move(e));
+    entries_.emplace(name, std::move(e));
   }
-  return st;
+  return Status::Ok();
 }
 
 Result<Tensor> SafeTensors::ReadFloat32(const std::string& name) const {
   auto it = entries_.find(name);
   if (it == entries_.end()) return NotFoundError("tensor '{}' is missing from '{}'", name, path_);
   const Entry& e = it->second;
-  const uint8_t* src = file_.data() + data_start_ + e.begin;
+  const uint8_t* src = bytes_.data() + data_start_ + e.begin;
   Tensor out(DType::kFloat32, e.shape);
   float* dst = out.data_as<float>();
   const int64_t n = out.numel();

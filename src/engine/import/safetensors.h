@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,8 @@ class SafeTensors {
 
   // Parses and validates the header; DataLoss on any corruption.
   static Result<SafeTensors> Open(const std::string& path);
+  // Same over bytes held by the caller, which must outlive the SafeTensors.
+  static Result<SafeTensors> FromBytes(std::span<const uint8_t> bytes, std::string name);
 
   bool Has(const std::string& name) const { return entries_.count(name) > 0; }
   const std::map<std::string, Entry>& entries() const { return entries_; }
@@ -34,7 +37,10 @@ class SafeTensors {
   Result<Tensor> ReadFloat32(const std::string& name) const;
 
  private:
-  MappedFile file_;
+  Status Parse();
+
+  MappedFile file_;  // empty for FromBytes
+  std::span<const uint8_t> bytes_;
   std::string path_;
   size_t data_start_ = 0;
   std::map<std::string, Entry> entries_;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <span>
 #include <string>
 
 #include "engine/import/importer.h"
@@ -384,6 +385,20 @@ TEST_F(OnnxExternalTest, ReadsExternalData) {
   auto g = ImportOnnx(Write(Model("weights/w.bin", 16, 32)));
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_EQ(g->values[g->FindValue("W")].constant.data_as<float>()[7], 7.5f);
+}
+
+TEST_F(OnnxExternalTest, InMemoryModels) {
+  WriteWeights("w.bin", 0);
+  std::string bytes;
+  ASSERT_TRUE(Model("w.bin", 0, 32).SerializeToString(&bytes));
+  std::span<const uint8_t> span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  auto g = ImportOnnxFromBytes(span, dir_.string());
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->values[g->FindValue("W")].constant.data_as<float>()[1], 1.5f);
+  g = ImportOnnxFromBytes(span, "");
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("external data"), std::string::npos);
+  EXPECT_FALSE(ImportOnnxFromBytes(span.first(span.size() / 2), dir_.string()).ok());
 }
 
 TEST_F(OnnxExternalTest, OutOfRangeOffsetsAndLengthsAreErrors) {
