@@ -406,6 +406,13 @@ Result<std::unique_ptr<Segmenter>> Segmenter::Create(const SegmenterOptions& opt
   return seg;
 }
 
+std::unique_ptr<Segmenter> Segmenter::Clone() const {
+  std::unique_ptr<Segmenter> c(new Segmenter());
+  c->snapshot_ = Current();  // snapshots are immutable; writers copy before changing
+  c->load_seconds_ = load_seconds_;
+  return c;
+}
+
 std::shared_ptr<const Segmenter::Snapshot> Segmenter::Current() const {
   std::lock_guard<std::mutex> lock(snapshot_mu_);
   return snapshot_;

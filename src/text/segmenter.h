@@ -65,6 +65,10 @@ class Segmenter {
   static Result<std::unique_ptr<Segmenter>> Create(const SegmenterOptions& options = {});
   ~Segmenter();
 
+  // A segmenter that starts from this one's current dictionary and words, then changes
+  // independently. Cheap: the base dictionary and HMM tables are shared, not copied.
+  std::unique_ptr<Segmenter> Clone() const;
+
   // Appends the words of `text` to `out` as byte spans (in order, covering every byte exactly
   // once). `text` must be shorter than 4 GiB. Allocation-free in steady state (per-thread scratch).
   void Cut(std::string_view text, std::vector<WordSpan>* out, bool hmm = true) const;

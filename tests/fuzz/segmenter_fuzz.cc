@@ -3,7 +3,7 @@
 //   0: Segmenter::Cut (HMM on and off) - spans must tile the input, LCut must agree in count;
 //   1: PrefixDict::Parse (jieba dictionary text);
 //   2: HmmModel::FromSources (three Python-literal tables separated by NUL bytes);
-//   3: user dictionary lines on a private segmenter snapshot, then a cut.
+//   3: user dictionary lines loaded into a clone of the shared segmenter, then a cut.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -81,11 +81,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     }
     case 3: {
-      // A private segmenter per input would reload the dictionary, so words go into the shared
-      // one; the number added is capped to keep copy-on-write snapshots small.
       if (in.size() > 256) break;
-      auto& seg = Shared();
-      if (seg.stats().added_words < 2000) (void)seg.LoadUserDictText(in, "fuzz");
+      auto clone = Shared().Clone();
+      auto& seg = *clone;
+      (void)seg.LoadUserDictText(in, "fuzz");
       std::vector<surge::text::WordSpan> spans;
       seg.Cut(in, &spans);
       CheckTiles(in, spans);

@@ -330,6 +330,18 @@ TEST(Segmenter, UserDictionaryMatchesJiebaLoadUserdict) {
   }
 }
 
+TEST(Segmenter, CloneChangesIndependently) {
+  auto s = Fresh();
+  ASSERT_TRUE(s);
+  ASSERT_TRUE(s->AddWord("杭研大厦", 100).ok());
+  auto c = s->Clone();
+  ASSERT_TRUE(c->AddWord("网易杭研", 100000).ok());
+  EXPECT_EQ(c->Lookup("杭研大厦"), 100);
+  EXPECT_EQ(c->Lookup("网易杭研"), 100000);
+  EXPECT_FALSE(s->Lookup("网易杭研").has_value());
+  EXPECT_EQ(c->total(), s->total() + 100000);
+}
+
 TEST(Segmenter, AddWordIsSafeAgainstConcurrentCuts) {
   auto s = Fresh();
   ASSERT_TRUE(s);
