@@ -488,7 +488,12 @@ Result<ir::Graph> OnnxImporter::Run(const onnx::ModelProto& model) {
                               graph.sparse_initializer(0).values().name());
   }
   for (const auto& in : graph.input()) {
-    if (top.values.count(in.name())) continue;  // an initializer: a constant, not an input
+    if (top.values.count(in.name())) {
+      // An initializer listed as an input is a constant; a second input of that name is an error.
+      int id = top.values[in.name()];
+      if (g_.values[id].is_constant()) continue;
+      return InvalidArgumentError("graph input '{}' is declared twice", in.name());
+    }
     if (!in.type().has_tensor_type()) {
       return UnimplementedError("graph input '{}' is not a tensor", in.name());
     }

@@ -339,6 +339,20 @@ TEST_F(OnnxImportTest, UnnamedAndOddDimsBecomeSymbols) {
   EXPECT_FALSE((*g->values[g->inputs[0]].shape)[0].IsStatic());
 }
 
+TEST_F(OnnxImportTest, DuplicateNamesAreErrors) {
+  auto m = TinyModel();
+  *m.mutable_graph()->add_input() = m.graph().input(0);
+  auto g = ImportOnnx(Write(m));
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("'X' is declared twice"), std::string::npos)
+      << g.status().message();
+  auto m2 = TinyModel();
+  m2.mutable_graph()->mutable_node(0)->set_output(0, "W");
+  g = ImportOnnx(Write(m2));
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("produced twice"), std::string::npos);
+}
+
 TEST_F(OnnxImportTest, UndefinedValueIsAnError) {
   auto m = TinyModel();
   m.mutable_graph()->mutable_node(0)->set_input(1, "nowhere");
