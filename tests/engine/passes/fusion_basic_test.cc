@@ -456,6 +456,44 @@ TEST(FoldConstants, LargeExpandIsKept) {
   EXPECT_LT(g.ConstantBytes(), size_t{1} << 20);
 }
 
+TEST(FoldConstants, ConstantNodesBecomeValues) {
+  GraphBuilder b;
+  int x = b.Input("x", DType::kFloat32, {3});
+  int c = b.Op("Constant", {}, {{"value_floats", std::vector<double>{1.0, 2.0, 3.0}}});
+  int y = b.Op("Mul", {x, b.Op("Neg", {c})});
+  b.Output(y);
+  ir::Graph g = b.g;
+  auto n = FoldConstants(g);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 2);  // Constant, then Neg of it
+  ASSERT_EQ(g.nodes.size(), 1u);
+  const Tensor& folded = g.values[g.nodes[0].inputs[1]].constant;
+  ASSERT_TRUE(folded.defined());
+  EXPECT_EQ(folded.GetDouble(2), -3.0);
+}
+
+TEST(RemoveIdentities, IdentityDropoutAndNoOpCast) {
+  GraphBuilder b;
+  int x = b.Input("x", DType::kFloat32, {2, 3});
+  int y = b.Op("Identity", {x});
+  y = b.Op("Dropout", {y, b.F(0.1f)});
+  y = b.Op("Cast", {y}, {{"to", int64_t{1}}});
+  y = b.Op("Relu", {y});
+  // A Dropout in training mode and a real Cast stay.
+  int t = b.Op("Dropout", {y, b.F(0.5f), b.g.AddConstant("train", Tensor(DType::kBool, {}))});
+  b.g.values[b.g.nodes.back().inputs[2]].constant.data_as<uint8_t>()[0] = 1;
+  b.Output(b.Op("Cast", {t}, {{"to", int64_t{10}}}));
+  ir::Graph g = b.g;
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto n = RemoveIdentities(g);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 3);
+  EXPECT_EQ(Count(g, "Identity"), 0);
+  EXPECT_EQ(Count(g, "Dropout"), 1);
+  EXPECT_EQ(Count(g, "Cast"), 1);
+  EXPECT_TRUE(g.Validate().ok());
+}
+
 TEST(Optimize, ReportsPassesAndCounts) {
   ir::Graph g = SkipGraph(false, false, true);
   PassReport report;
