@@ -4,7 +4,6 @@
 // matching its layout the pass runs it with ir::EvalNode on several concrete masks and sizes and
 // checks the result against the definition of a key-padding mask.
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "core/logging.h"
@@ -38,43 +37,6 @@ Result<Tensor> EvalShapeNode(const ir::Graph& g, const ir::Node& n, const Tensor
   Tensor t(DType::kInt64, {end - start});
   for (int64_t i = start; i < end; ++i) t.data_as<int64_t>()[i - start] = full[i];
   return t;
-}
-
-// GatherND (batch_dims 0) for the probe, where the reference evaluator lacks it: exporters gather
-// mask[b, k] with index tuples built from Range/Expand.
-bool IsLocalGatherNd(const ir::Node& n) {
-  return n.domain.empty() && n.op_type == "GatherND" && n.GetInt("batch_dims", 0) == 0;
-}
-
-Status GatherNd(const Tensor& data, const Tensor& indices, Tensor* out) {
-  if (indices.rank() < 1) return InvalidArgumentError("GatherND indices must have rank >= 1");
-  const int64_t depth = indices.dim(indices.rank() - 1);
-  if (depth < 1 || depth > static_cast<int64_t>(data.rank())) {
-    return InvalidArgumentError("GatherND index depth {} for data rank {}", depth, data.rank());
-  }
-  Shape out_shape(indices.shape().begin(), indices.shape().end() - 1);
-  int64_t slice = 1;
-  for (size_t i = depth; i < data.rank(); ++i) {
-    out_shape.push_back(data.dim(i));
-    slice *= data.dim(i);
-  }
-  *out = Tensor(data.dtype(), out_shape);
-  const size_t es = DTypeSize(data.dtype());
-  const int64_t tuples = indices.numel() / depth;
-  for (int64_t t = 0; t < tuples; ++t) {
-    int64_t offset = 0;
-    for (int64_t d = 0; d < depth; ++d) {
-      int64_t idx = indices.GetInt(t * depth + d);
-      const int64_t dim = data.dim(d);
-      if (idx < 0) idx += dim;
-      if (idx < 0 || idx >= dim)
-        return OutOfRangeError("GatherND index {} out of [0, {})", idx, dim);
-      offset = offset * dim + idx;
-    }
-    std::memcpy(static_cast<uint8_t*>(out->data()) + t * slice * es,
-                static_cast<const uint8_t*>(data.data()) + offset * slice * es, slice * es);
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -114,7 +76,7 @@ std::optional<int> ProbeMask(const ir::Graph& g, int v, MaskRole role, std::stri
     }
     const ir::Node& n = g.nodes[p];
     if (IsShapeNode(n)) continue;
-    if (!ir::CanEval(n) && !IsLocalGatherNd(n)) {
+    if (!ir::CanEval(n)) {
       *why = fmt::format("mask subgraph has {} which cannot be evaluated", n.op_type);
       return std::nullopt;
     }
@@ -185,13 +147,7 @@ std::optional<int> ProbeMask(const ir::Graph& g, int v, MaskRole role, std::stri
             ins.push_back(g.values[in].is_constant() ? g.values[in].constant : vals[in]);
           }
         }
-        Status s;
-        if (IsLocalGatherNd(n) && !ir::CanEval(n)) {
-          outs.resize(1);
-          s = GatherNd(ins[0], ins[1], &outs[0]);
-        } else {
-          s = ir::EvalNode(n, ins, &outs);
-        }
+        Status s = ir::EvalNode(n, ins, &outs);
         if (!s.ok()) {
           *why = "evaluating the mask failed: " + s.message();
           return std::nullopt;
