@@ -80,6 +80,9 @@ std::optional<Dim> StaticOnly(const Dim& a, const Dim& b,
   return Dim(f(a.StaticValue(), b.StaticValue()));
 }
 
+// True when every coefficient of `d` is non-negative (ToString() writes '-' for negative ones).
+bool IsNonNegative(const Dim& d) { return d.ToString().find('-') == std::string::npos; }
+
 std::optional<Dim> DivDims(const Dim& a, const Dim& b) {
   if (a.IsStatic() && b.IsStatic()) {
     if (b.StaticValue() == 0) return std::nullopt;
@@ -208,9 +211,12 @@ void RegisterElementwiseOps() {
              [](const Dim& a, const Dim& b) -> std::optional<Dim> {
                if (a == b) return Dim(1);
                if (a.IsStatic() && b.IsStatic()) return Dim(0);
-               // A symbolic dim is a size, so never negative: comparing with -1 is decidable.
-               if ((a.IsStatic() && a.StaticValue() < 0) || (b.IsStatic() && b.StaticValue() < 0))
-                 return Dim(0);
+               // Symbols are sizes (>= 0), so a polynomial with no negative coefficient never
+               // equals a negative constant (how exporters test shapes against -1).
+               auto differ = [](const Dim& sym, const Dim& c) {
+                 return c.IsStatic() && c.StaticValue() < 0 && IsNonNegative(sym);
+               };
+               if (differ(a, b) || differ(b, a)) return Dim(0);
                return std::nullopt;
              },
              true));

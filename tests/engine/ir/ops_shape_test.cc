@@ -104,6 +104,13 @@ TEST(OpsShapeTest, ExpandThroughTorchScriptWherePattern) {
   EXPECT_EQ(g.values[eq].dtype, DType::kBool);
   EXPECT_EQ(DataOf(g, where), "[batch,seq]");
   EXPECT_EQ(ShapeOf(g, e), "[batch,seq]");
+
+  // -seq might be -1: undecidable, so no data.
+  int negseq = Op(g, "Neg", {target});
+  int eq2 = Op(g, "Equal", {negseq, neg});
+  ASSERT_TRUE(InferAll(g).ok());
+  EXPECT_EQ(DataOf(g, negseq), "[-batch,-seq]");
+  EXPECT_EQ(DataOf(g, eq2), "?");
 }
 
 TEST(OpsShapeTest, RangeCastArithmeticAndConstantOfShape) {
