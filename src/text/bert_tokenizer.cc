@@ -181,10 +181,8 @@ class BertTokenizer::Run {
     bool punct =
         (f & unicode::kPunct) || (cp < 0x80 && IsAsciiPunct(static_cast<unsigned char>(cp)));
     if (punct) Flush();
-    size_t before = s_.word.size();
     AppendUtf8(cp, &s_.word);
     s_.source.resize(s_.word.size(), src);
-    (void)before;
     ++s_.word_chars;
     if (punct) Flush();
   }
@@ -393,6 +391,10 @@ void BertTokenizer::AppendTokens(std::string_view text, int32_t type_id, Encodin
 
 Status BertTokenizer::EncodeTo(std::string_view a, const std::string_view* b,
                                const EncodeOptions& options, Encoding* out) const {
+  if (a.size() > kMaxTextBytes || (b && b->size() > kMaxTextBytes)) {
+    return InvalidArgumentError("text of {} bytes is over the {}-byte limit of 32-bit offsets",
+                                std::max(a.size(), b ? b->size() : 0), kMaxTextBytes);
+  }
   const bool specials = options.add_special_tokens && add_specials_;
   const int num_special = specials ? (b ? 3 : 2) : 0;
   if (options.max_length < 0 || (options.max_length > 0 && options.max_length < num_special)) {

@@ -80,6 +80,10 @@ Status SentencePieceTokenizer::AppendPieces(std::string_view text, Encoding* out
 
 Status SentencePieceTokenizer::EncodeTo(std::string_view a, const std::string_view* b,
                                         const EncodeOptions& options, Encoding* out) const {
+  if (a.size() > kMaxTextBytes || (b && b->size() > kMaxTextBytes)) {
+    return InvalidArgumentError("text of {} bytes is over the {}-byte limit of 32-bit offsets",
+                                std::max(a.size(), b ? b->size() : 0), kMaxTextBytes);
+  }
   const bool specials = options.add_special_tokens;
   const int num_special = specials ? NumSpecialTokens(b != nullptr) : 0;
   if (options.max_length < 0 || (options.max_length > 0 && options.max_length < num_special)) {

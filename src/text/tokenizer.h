@@ -28,6 +28,9 @@
 
 namespace surge::text {
 
+// Longest text one call accepts (offsets are 32-bit); longer texts are an InvalidArgument error.
+inline constexpr size_t kMaxTextBytes = 0xFFFFFFFFu;
+
 // A half-open [begin, end) range.
 using Offset = std::pair<uint32_t, uint32_t>;
 
@@ -79,7 +82,8 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // Encodes one sequence. Fails only on invalid options (max_length too small).
+  // Encodes one sequence. Fails only on invalid options (max_length too small) or a text over
+  // kMaxTextBytes.
   Result<Encoding> Encode(std::string_view text, const EncodeOptions& options = {}) const;
   // Encodes a pair (e.g. query and passage).
   Result<Encoding> EncodePair(std::string_view a, std::string_view b,

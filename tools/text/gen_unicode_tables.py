@@ -114,7 +114,7 @@ def match_hf(flags, nfd, lower):
     nfd.update(hf_nfd_map)
     # Stripping must agree too: NFD then drop Mn, per code point.
     for cp in range(0x110000):
-        if is_surrogate(cp) or not (HANGUL_BASE > cp or cp >= HANGUL_BASE + HANGUL_COUNT):
+        if is_surrogate(cp) or HANGUL_BASE <= cp < HANGUL_BASE + HANGUL_COUNT:
             continue
         seq = nfd.get(cp, [cp])
         mine = "".join(chr(x) for x in seq if not flags[x] & K_MN)
