@@ -136,7 +136,8 @@ Result<int> FoldConstants(ir::Graph& g) {
       if (outs.size() != n.outputs.size()) continue;
       size_t out_bytes = 0;
       for (const Tensor& t : outs) out_bytes += t.nbytes();
-      if (out_bytes > kMaxFoldGrowthBytes && out_bytes > in_bytes) {
+      // Growth beyond a dtype widening (fp16 → fp32 weights) means a materialised broadcast.
+      if (out_bytes > kMaxFoldGrowthBytes && out_bytes > 2 * in_bytes) {
         bool shape_only = true;
         for (int o : n.outputs) {
           for (int c : consumers[o]) shape_only &= IsShapeOnlyReader(g.nodes[c]);

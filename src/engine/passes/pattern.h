@@ -21,8 +21,8 @@
 
 namespace surge::engine::passes {
 
-// Largest folded constant that a growth op (Expand, ConstantOfShape, Tile, Range, ...) may make
-// unless only shape ops read it.
+// Largest folded constant that a growth op (Expand, ConstantOfShape, Tile, ...; more than twice
+// its inputs) may make unless only shape ops read it.
 inline constexpr size_t kMaxFoldGrowthBytes = size_t{1} << 20;
 
 class Matcher {

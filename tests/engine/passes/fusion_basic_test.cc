@@ -456,6 +456,22 @@ TEST(FoldConstants, LargeExpandIsKept) {
   EXPECT_LT(g.ConstantBytes(), size_t{1} << 20);
 }
 
+TEST(FoldConstants, HalfWeightCastIsFolded) {
+  GraphBuilder b;
+  int x = b.Input("x", DType::kFloat32, {2, 1024});
+  // A 2 MiB fp16 weight cast to a 4 MiB fp32 one: a widening, not a broadcast.
+  int w = b.Const("w16", RandomFloat({1024, 1024}, 1).CastFromFloat32(DType::kFloat16));
+  b.Output(b.Op("MatMul", {x, b.Op("Cast", {w}, {{"to", int64_t{1}}})}));
+  ir::Graph g = b.g;
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto n = FoldConstants(g);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 1);
+  EXPECT_EQ(Count(g, "Cast"), 0);
+  ASSERT_EQ(g.nodes.size(), 1u);
+  EXPECT_EQ(g.values[g.nodes[0].inputs[1]].constant.dtype(), DType::kFloat32);
+}
+
 TEST(FoldConstants, ConstantNodesBecomeValues) {
   GraphBuilder b;
   int x = b.Input("x", DType::kFloat32, {3});
