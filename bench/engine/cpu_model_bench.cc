@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 
@@ -36,6 +37,9 @@ void BM_Model(benchmark::State& state) {
   std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(blob->data()), blob->size());
   auto engine = backend->Load(shared, bytes, config, {});
   if (!engine.ok()) return state.SkipWithError(engine.status().ToString().c_str());
+  if (std::getenv("SURGE_BENCH_DESCRIBE") != nullptr) {
+    std::fputs((*engine)->Describe().c_str(), stderr);
+  }
   auto ctx = (*engine)->CreateContext();
   std::mt19937 gen(1);
   std::vector<Tensor> inputs;
