@@ -456,10 +456,12 @@ class CpuBackend final : public Backend {
     SURGE_ASSIGN_OR_RETURN(std::string isa_name, r.Str(64));
     Result<Isa> isa = ParseIsa(isa_name);
     if (!isa.ok()) return DataLossError("CPU tactics blob: unknown ISA '{}'", isa_name);
-    if (!CpuSupports(*isa)) {
+    // DefaultIsa() is what this CPU offers, lowered by SURGE_CPU_ISA when that is set.
+    if (static_cast<int>(*isa) > static_cast<int>(DefaultIsa())) {
       return FailedPreconditionError(
-          "plan was built for {} but this CPU supports only {}; rebuild the plan on this machine",
-          ArchName(*isa), ArchName(DetectIsa()));
+          "plan was built for {} but this CPU supports only {}{}; rebuild the plan on this machine",
+          ArchName(*isa), ArchName(DefaultIsa()),
+          DefaultIsa() != DetectIsa() ? " (limited by SURGE_CPU_ISA)" : "");
     }
     SURGE_ASSIGN_OR_RETURN(std::string dnnl_version, r.Str(64));
     SURGE_ASSIGN_OR_RETURN(uint32_t desc_size, r.Get<uint32_t>());
