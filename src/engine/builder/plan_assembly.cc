@@ -185,6 +185,10 @@ Result<std::string> BuildPlanFromGraph(const ir::Graph& graph, const BuilderConf
   SURGE_ASSIGN_OR_RETURN(EncodedGraph encoded, EncodeGraph(graph));
   report->weights_bytes = encoded.weights.size();
   report->tactics_bytes = tactics->size();
+  // The stored report's total covers everything up to lowering (the plan does not exist yet).
+  if (report->total_ms == 0) {
+    report->total_ms = report->import_ms + report->optimize_ms + report->lower_ms;
+  }
   PlanConfig pc{resolved, std::string(SurgeVersion()), report->ToJson()};
   plan::PlanWriter writer(std::string(backend->name()), backend->DeviceArch());
   SURGE_RETURN_IF_ERROR(writer.AddSection(plan::kConfigSection, PlanConfigToJson(pc)));
