@@ -84,7 +84,9 @@ TEST_P(HfFixtureTest, ImportsFusedGraphMatchingPyTorch) {
   const auto& logits = *g->values[g->outputs[0]].shape;
   EXPECT_EQ(ir::SymShapeToString(logits), c.token_logits ? "[batch,seq,3]" : "[batch,3]");
   for (const auto& v : g->values) {
-    if (v.is_constant() && IsFloating(v.dtype)) EXPECT_EQ(v.dtype, DType::kFloat32) << v.name;
+    if (v.is_constant() && IsFloating(v.dtype)) {
+      EXPECT_EQ(v.dtype, DType::kFloat32) << v.name;
+    }
   }
 
   // PyTorch's outputs for the same weights (reference.json next to the hf folder).

@@ -485,7 +485,9 @@ TEST_F(OnnxImportTest, InlinesModelLocalFunctions) {
   EXPECT_EQ(counts["Relu"], 1);
   EXPECT_EQ(counts["LeakyRelu"], 1);
   for (const auto& n : g->nodes) {
-    if (n.op_type == "LeakyRelu") EXPECT_EQ(n.GetFloat("alpha", 0), 0.5);
+    if (n.op_type == "LeakyRelu") {
+      EXPECT_EQ(n.GetFloat("alpha", 0), 0.5);
+    }
   }
   EXPECT_EQ(g->values[g->outputs[0]].name, "Z");
   ASSERT_TRUE(passes::InferShapes(*g).ok());
