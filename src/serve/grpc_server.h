@@ -1,0 +1,33 @@
+// gRPC front end: inference.GRPCInferenceService (Triton's protocol) on grpc++'s synchronous
+// server. gRPC headers stay inside grpc_server.cc.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "serve/api.h"
+
+namespace surge::serve {
+
+struct GrpcServerOptions {
+  std::string address = "0.0.0.0";
+  int port = 8001;  // 0: any free port
+  int max_message_bytes = 64 << 20;
+};
+
+class GrpcServer {
+ public:
+  GrpcServer(GrpcServerOptions options, ApiContext* ctx);
+  ~GrpcServer();
+  Status Start();
+  // Stops taking calls; in-flight calls finish (bounded wait). Idempotent.
+  void Stop();
+  int port() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace surge::serve
