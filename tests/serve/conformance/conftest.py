@@ -28,13 +28,13 @@ input [
   {{ name: "token_type_ids" data_type: TYPE_INT64 dims: [ -1 ] }}
 ]
 output [ {{ name: "logits" data_type: TYPE_FP32 dims: [ 3 ] label_filename: "labels.txt" }} ]
-dynamic_batching {{ max_queue_delay_microseconds: 2000 {queue} }}
+dynamic_batching {{ max_queue_delay_microseconds: {delay_us} {queue} }}
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 {extra}
 """
 
 
-def add_model(repo, name, versions=(1,), queue="", extra="", tokenizer=False):
+def add_model(repo, name, versions=(1,), queue="", extra="", tokenizer=False, delay_us=2000):
     d = repo / name
     d.mkdir(parents=True, exist_ok=True)
     if tokenizer:
@@ -42,7 +42,8 @@ def add_model(repo, name, versions=(1,), queue="", extra="", tokenizer=False):
         # The tiny model's vocabulary: the first 200 tokens of the fixture vocab.
         lines = (FIXTURES / "text" / "vocab.txt").read_text(encoding="utf-8").splitlines()[:200]
         (d / "vocab.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (d / "config.pbtxt").write_text(BERT_CONFIG.format(name=name, queue=queue, extra=extra))
+    (d / "config.pbtxt").write_text(
+        BERT_CONFIG.format(name=name, queue=queue, extra=extra, delay_us=delay_us))
     (d / "labels.txt").write_text("negative\nneutral\npositive\n")
     for v in versions:
         (d / str(v)).mkdir(exist_ok=True)

@@ -1,0 +1,93 @@
+"""Model control modes (poll, none) and cancellation when an HTTP client disconnects."""
+import json
+import shutil
+import socket
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from conftest import ONNX, add_model, start_server, stop_server
+
+
+def wait_until(fn, timeout=20.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        if fn():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def metric(server, name, labels):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{server.metrics}/metrics", timeout=10).read()
+    for line in text.decode().splitlines():
+        if line.startswith(name + "{") and all(l in line for l in labels):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_poll_mode_follows_the_repository(tmp_path):
+    repo = tmp_path / "models"
+    add_model(repo, "polled")
+    s = start_server(repo, tmp_path / "cache", "--model-control-mode", "poll",
+                     "--repository-poll-secs", "1")
+    try:
+        c = httpclient.InferenceServerClient(s.http_url)
+        assert c.get_model_metadata("polled")["versions"] == ["1"]
+        with pytest.raises(InferenceServerException, match="not allowed"):
+            c.load_model("polled")
+        (repo / "polled" / "2").mkdir()
+        shutil.copy(ONNX, repo / "polled" / "2" / "model.onnx")
+        assert wait_until(lambda: c.get_model_metadata("polled")["versions"] == ["2"])
+        add_model(repo, "added")
+        assert wait_until(lambda: c.is_model_ready("added"))
+        shutil.rmtree(repo / "added")
+        assert wait_until(lambda: not c.is_model_ready("added"))
+        assert c.is_model_ready("polled")
+        c.close()
+    finally:
+        assert stop_server(s) == 0
+
+
+def test_none_mode_refuses_load_and_unload(tmp_path):
+    repo = tmp_path / "models"
+    add_model(repo, "fixed")
+    s = start_server(repo, tmp_path / "cache")
+    try:
+        c = httpclient.InferenceServerClient(s.http_url)
+        assert c.is_model_ready("fixed")
+        with pytest.raises(InferenceServerException):
+            c.unload_model("fixed")
+        assert c.is_model_ready("fixed")
+        c.close()
+    finally:
+        assert stop_server(s) == 0
+
+
+def test_disconnected_client_is_cancelled_in_the_queue(tmp_path):
+    repo = tmp_path / "models"
+    # A long batching delay keeps a lone request queued for 5 s.
+    add_model(repo, "slow", queue="preferred_batch_size: [ 8 ]", delay_us=5000000)
+    s = start_server(repo, tmp_path / "cache")
+    try:
+        ids = [[1, 2, 3, 4]]
+        body = json.dumps({"inputs": [
+            {"name": n, "datatype": "INT64", "shape": [1, 4], "data": ids}
+            for n in ("input_ids", "attention_mask", "token_type_ids")]}).encode()
+        req = (f"POST /v2/models/slow/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        sock = socket.create_connection(("127.0.0.1", s.http))
+        sock.sendall(req)
+        time.sleep(0.3)
+        sock.close()
+        labels = ('model="slow"', 'reason="CANCELED"')
+        start = time.time()
+        assert wait_until(lambda: metric(s, "nv_inference_request_failure", labels) >= 1, 4.0)
+        assert time.time() - start < 4.0  # well before the 5 s batching delay ran out
+        assert metric(s, "nv_inference_pending_request_count", ('model="slow"',)) == 0
+    finally:
+        assert stop_server(s) == 0
