@@ -25,8 +25,12 @@ DTYPES = {TensorProto.FLOAT: np.float32, TensorProto.INT64: np.int64,
 
 def fill(name, shape, dtype, seed):
     rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+    if dtype == np.int64 and name.endswith("position_ids"):  # registered buffer: arange
+        return np.broadcast_to(np.arange(shape[-1], dtype=np.int64), shape).copy()
+    if dtype == np.int64 and name.endswith("token_type_ids"):  # registered buffer: zeros
+        return np.zeros(shape, dtype=np.int64)
     if dtype != np.float32:
-        raise SystemExit(f"external initializer {name} has non-float dtype {dtype}")
+        raise SystemExit(f"external initializer {name} has dtype {dtype}; no rule to fill it")
     if len(shape) == 1 and "LayerNorm.weight" in name:
         return (1.0 + 0.05 * rng.standard_normal(shape)).astype(np.float32)
     if len(shape) == 1:
