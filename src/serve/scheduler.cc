@@ -422,7 +422,21 @@ void DynamicBatcher::RunBatch(int instance, std::vector<ItemPtr>& batch) {
   Result<engine::TensorMap> out = executor_(instance, *inputs);
   auto t2 = Clock::now();
   es.compute_infer_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t2 - t1).count();
-  if (!out.ok()) return fail_all(out.status());
+  if (!out.ok()) {
+    // One bad request (an out-of-range token id, say) must not fail the others it was batched
+    // with: run each alone so that only the culprit gets the error.
+    if (batch.size() > 1) {
+      es.ok = false;
+      if (on_execution_) on_execution_(es);
+      for (auto& item : batch) {
+        std::vector<ItemPtr> one;
+        one.push_back(std::move(item));
+        RunBatch(instance, one);
+      }
+      return;
+    }
+    return fail_all(out.status());
+  }
 
   // Split (and copy, since outputs may view instance memory) per request.
   std::vector<engine::TensorMap> results(batch.size());

@@ -267,6 +267,32 @@ TEST(DynamicBatcher, ExecutorErrorFailsTheBatchOnly) {
   EXPECT_TRUE(w.statuses[1].ok());
 }
 
+TEST(DynamicBatcher, ABadRequestDoesNotFailItsBatchMates) {
+  Recorder rec;
+  std::promise<void> gate;
+  rec.gate_future = gate.get_future().share();
+  Executor inner = rec.Make();
+  BatcherOptions o;
+  o.max_batch_size = 8;
+  DynamicBatcher b(o, [&](int i, const engine::TensorMap& in) -> Result<engine::TensorMap> {
+    const Tensor& ids = in.at("input_ids");
+    for (int64_t k = 0; k < ids.numel(); ++k) {
+      if (ids.data_as<int64_t>()[k] == 666) return InvalidArgumentError("id 666 is out of range");
+    }
+    return inner(i, in);
+  });
+  Waiter w;
+  ASSERT_TRUE(b.Enqueue(MakeWork(2, 0, w.Callback())).ok());  // holds the instance
+  for (int i = 0; i < 100 && b.inflight() == 0; ++i) std::this_thread::sleep_for(5ms);
+  for (int64_t v : {1, 666, 2}) ASSERT_TRUE(b.Enqueue(MakeWork(2, v, w.Callback())).ok());
+  gate.set_value();
+  ASSERT_TRUE(w.WaitFor(4));
+  int failed = 0;
+  for (const auto& s : w.statuses) failed += !s.ok();
+  EXPECT_EQ(failed, 1);
+  EXPECT_EQ(w.outputs.size(), 3u);
+}
+
 TEST(DynamicBatcher, RejectsBatchLargerThanMax) {
   BatcherOptions o;
   o.max_batch_size = 2;

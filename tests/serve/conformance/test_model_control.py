@@ -91,3 +91,23 @@ def test_disconnected_client_is_cancelled_in_the_queue(tmp_path):
         assert metric(s, "nv_inference_pending_request_count", ('model="slow"',)) == 0
     finally:
         assert stop_server(s) == 0
+
+
+def test_admin_token_guards_the_repository_api(tmp_path, monkeypatch):
+    repo = tmp_path / "models"
+    add_model(repo, "guarded")
+    monkeypatch.setenv("SURGE_ADMIN_TOKEN", "s3cret")
+    s = start_server(repo, tmp_path / "cache", "--model-control-mode", "explicit",
+                     "--load-model", "guarded")
+    try:
+        c = httpclient.InferenceServerClient(s.http_url)
+        with pytest.raises(InferenceServerException):
+            c.unload_model("guarded")
+        assert c.is_model_ready("guarded")
+        c.unload_model("guarded", headers={"Authorization": "Bearer s3cret"})
+        assert not c.is_model_ready("guarded")
+        # Inference and metadata stay open.
+        assert c.is_server_live()
+        c.close()
+    finally:
+        assert stop_server(s) == 0
