@@ -7,60 +7,96 @@ namespace surge {
 
 size_t DTypeSize(DType t) {
   switch (t) {
-    case DType::kFloat32: case DType::kInt32: return 4;
-    case DType::kUInt8: case DType::kInt8: case DType::kBool: case DType::kFloat8E4M3: return 1;
-    case DType::kInt64: case DType::kFloat64: return 8;
-    case DType::kFloat16: case DType::kBFloat16: return 2;
-    case DType::kUndefined: return 0;
+    case DType::kFloat32:
+    case DType::kInt32:
+      return 4;
+    case DType::kUInt8:
+    case DType::kInt8:
+    case DType::kBool:
+    case DType::kFloat8E4M3:
+      return 1;
+    case DType::kInt64:
+    case DType::kFloat64:
+      return 8;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+      return 2;
+    case DType::kUndefined:
+      return 0;
   }
   return 0;
 }
 
 std::string_view DTypeName(DType t) {
   switch (t) {
-    case DType::kFloat32: return "float32";
-    case DType::kUInt8: return "uint8";
-    case DType::kInt8: return "int8";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kBool: return "bool";
-    case DType::kFloat16: return "float16";
-    case DType::kFloat64: return "float64";
-    case DType::kBFloat16: return "bfloat16";
-    case DType::kFloat8E4M3: return "float8e4m3";
-    case DType::kUndefined: return "undefined";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kInt8:
+      return "int8";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kBool:
+      return "bool";
+    case DType::kFloat16:
+      return "float16";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kBFloat16:
+      return "bfloat16";
+    case DType::kFloat8E4M3:
+      return "float8e4m3";
+    case DType::kUndefined:
+      return "undefined";
   }
   return "undefined";
 }
 
 Result<DType> ParseDType(std::string_view name) {
-  for (DType t : {DType::kFloat32, DType::kUInt8, DType::kInt8, DType::kInt32, DType::kInt64,
-                  DType::kBool, DType::kFloat16, DType::kFloat64, DType::kBFloat16,
-                  DType::kFloat8E4M3}) {
+  for (DType t :
+       {DType::kFloat32, DType::kUInt8, DType::kInt8, DType::kInt32, DType::kInt64, DType::kBool,
+        DType::kFloat16, DType::kFloat64, DType::kBFloat16, DType::kFloat8E4M3}) {
     if (DTypeName(t) == name) return t;
   }
   if (name == "fp32" || name == "float") return DType::kFloat32;
   if (name == "fp16" || name == "half") return DType::kFloat16;
   if (name == "bf16") return DType::kBFloat16;
-  return InvalidArgumentError("unknown dtype '{}' (valid: float32, float16, bfloat16, int64, "
-                              "int32, int8, uint8, bool, float64)", name);
+  return InvalidArgumentError(
+      "unknown dtype '{}' (valid: float32, float16, bfloat16, int64, "
+      "int32, int8, uint8, bool, float64)",
+      name);
 }
 
 Result<DType> DTypeFromOnnx(int onnx_type) {
   switch (onnx_type) {
-    case 1: return DType::kFloat32;
-    case 2: return DType::kUInt8;
-    case 3: return DType::kInt8;
-    case 6: return DType::kInt32;
-    case 7: return DType::kInt64;
-    case 9: return DType::kBool;
-    case 10: return DType::kFloat16;
-    case 11: return DType::kFloat64;
-    case 16: return DType::kBFloat16;
-    case 17: return DType::kFloat8E4M3;
+    case 1:
+      return DType::kFloat32;
+    case 2:
+      return DType::kUInt8;
+    case 3:
+      return DType::kInt8;
+    case 6:
+      return DType::kInt32;
+    case 7:
+      return DType::kInt64;
+    case 9:
+      return DType::kBool;
+    case 10:
+      return DType::kFloat16;
+    case 11:
+      return DType::kFloat64;
+    case 16:
+      return DType::kBFloat16;
+    case 17:
+      return DType::kFloat8E4M3;
     default:
-      return UnimplementedError("ONNX data type {} is not supported (supported: float, float16, "
-                                "bfloat16, double, int8, uint8, int32, int64, bool)", onnx_type);
+      return UnimplementedError(
+          "ONNX data type {} is not supported (supported: float, float16, "
+          "bfloat16, double, int8, uint8, int32, int64, bool)",
+          onnx_type);
   }
 }
 
@@ -103,7 +139,10 @@ float HalfToFloat(uint16_t h) {
       out = sign;
     } else {
       int e = -1;
-      do { ++e; mant <<= 1; } while ((mant & 0x400u) == 0);
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400u) == 0);
       out = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
     }
   } else if (exp == 0x1f) {

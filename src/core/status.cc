@@ -7,19 +7,32 @@ namespace surge {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kAlreadyExists: return "AlreadyExists";
-    case StatusCode::kOutOfRange: return "OutOfRange";
-    case StatusCode::kUnimplemented: return "Unimplemented";
-    case StatusCode::kDataLoss: return "DataLoss";
-    case StatusCode::kFailedPrecondition: return "FailedPrecondition";
-    case StatusCode::kResourceExhausted: return "ResourceExhausted";
-    case StatusCode::kInternal: return "Internal";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kCancelled: return "Cancelled";
-    case StatusCode::kDeadlineExceeded: return "DeadlineExceeded";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kAlreadyExists:
+      return "AlreadyExists";
+    case StatusCode::kOutOfRange:
+      return "OutOfRange";
+    case StatusCode::kUnimplemented:
+      return "Unimplemented";
+    case StatusCode::kDataLoss:
+      return "DataLoss";
+    case StatusCode::kFailedPrecondition:
+      return "FailedPrecondition";
+    case StatusCode::kResourceExhausted:
+      return "ResourceExhausted";
+    case StatusCode::kInternal:
+      return "Internal";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kCancelled:
+      return "Cancelled";
+    case StatusCode::kDeadlineExceeded:
+      return "DeadlineExceeded";
   }
   return "Unknown";
 }

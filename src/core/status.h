@@ -1,4 +1,5 @@
-// Status and Result<T>: the error currency of every Surge module (no exception crosses a module API).
+// Status and Result<T>: the error currency of every Surge module (no exception crosses a module
+// API).
 //
 // A Status is cheap when OK (one pointer) and carries a code plus a message when not. Messages say
 // what failed, on which input, and what would have been valid. Result<T> holds either a T or a
@@ -24,7 +25,7 @@ enum class StatusCode : int {
   kAlreadyExists,
   kOutOfRange,
   kUnimplemented,
-  kDataLoss,        // corrupt or truncated input file
+  kDataLoss,  // corrupt or truncated input file
   kFailedPrecondition,
   kResourceExhausted,
   kInternal,
@@ -71,9 +72,9 @@ template <typename... Args>
 Status MakeStatus(StatusCode code, fmt::format_string<Args...> f, Args&&... args) {
   return Status(code, fmt::format(f, std::forward<Args>(args)...));
 }
-#define SURGE_STATUS_FACTORY(Name)                                           \
-  template <typename... Args>                                                \
-  Status Name##Error(fmt::format_string<Args...> f, Args&&... args) {        \
+#define SURGE_STATUS_FACTORY(Name)                                                   \
+  template <typename... Args>                                                        \
+  Status Name##Error(fmt::format_string<Args...> f, Args&&... args) {                \
     return Status(StatusCode::k##Name, fmt::format(f, std::forward<Args>(args)...)); \
   }
 SURGE_STATUS_FACTORY(InvalidArgument)
@@ -116,10 +117,10 @@ class [[nodiscard]] Result {
 #define SURGE_CONCAT_INNER(a, b) a##b
 #define SURGE_CONCAT(a, b) SURGE_CONCAT_INNER(a, b)
 
-#define SURGE_RETURN_IF_ERROR(expr)                  \
-  do {                                               \
-    ::surge::Status _surge_status = (expr);          \
-    if (!_surge_status.ok()) return _surge_status;   \
+#define SURGE_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::surge::Status _surge_status = (expr);        \
+    if (!_surge_status.ok()) return _surge_status; \
   } while (0)
 
 #define SURGE_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
@@ -130,8 +131,8 @@ class [[nodiscard]] Result {
 #define SURGE_ASSIGN_OR_RETURN(lhs, expr) \
   SURGE_ASSIGN_OR_RETURN_IMPL(SURGE_CONCAT(_surge_result_, __LINE__), lhs, expr)
 
-#define SURGE_CHECK(cond, ...)                                                          \
-  do {                                                                                  \
+#define SURGE_CHECK(cond, ...)                                                                 \
+  do {                                                                                         \
     if (!(cond)) ::surge::CheckFailed(__FILE__, __LINE__, #cond, fmt::format("" __VA_ARGS__)); \
   } while (0)
 

@@ -70,27 +70,43 @@ Tensor Tensor::Clone() const {
 
 double Tensor::GetDouble(int64_t i) const {
   switch (dtype_) {
-    case DType::kFloat32: return data_as<float>()[i];
-    case DType::kFloat64: return data_as<double>()[i];
-    case DType::kFloat16: return HalfToFloat(data_as<uint16_t>()[i]);
-    case DType::kBFloat16: return BFloat16ToFloat(data_as<uint16_t>()[i]);
-    case DType::kInt64: return static_cast<double>(data_as<int64_t>()[i]);
-    case DType::kInt32: return data_as<int32_t>()[i];
-    case DType::kInt8: return data_as<int8_t>()[i];
-    case DType::kUInt8: return data_as<uint8_t>()[i];
-    case DType::kBool: return data_as<uint8_t>()[i] ? 1.0 : 0.0;
-    default: SURGE_CHECK(false, "GetDouble on {}", DTypeName(dtype_));
+    case DType::kFloat32:
+      return data_as<float>()[i];
+    case DType::kFloat64:
+      return data_as<double>()[i];
+    case DType::kFloat16:
+      return HalfToFloat(data_as<uint16_t>()[i]);
+    case DType::kBFloat16:
+      return BFloat16ToFloat(data_as<uint16_t>()[i]);
+    case DType::kInt64:
+      return static_cast<double>(data_as<int64_t>()[i]);
+    case DType::kInt32:
+      return data_as<int32_t>()[i];
+    case DType::kInt8:
+      return data_as<int8_t>()[i];
+    case DType::kUInt8:
+      return data_as<uint8_t>()[i];
+    case DType::kBool:
+      return data_as<uint8_t>()[i] ? 1.0 : 0.0;
+    default:
+      SURGE_CHECK(false, "GetDouble on {}", DTypeName(dtype_));
   }
   return 0;
 }
 
 int64_t Tensor::GetInt(int64_t i) const {
   switch (dtype_) {
-    case DType::kInt64: return data_as<int64_t>()[i];
-    case DType::kInt32: return data_as<int32_t>()[i];
-    case DType::kInt8: return data_as<int8_t>()[i];
-    case DType::kUInt8: case DType::kBool: return data_as<uint8_t>()[i];
-    default: return static_cast<int64_t>(GetDouble(i));
+    case DType::kInt64:
+      return data_as<int64_t>()[i];
+    case DType::kInt32:
+      return data_as<int32_t>()[i];
+    case DType::kInt8:
+      return data_as<int8_t>()[i];
+    case DType::kUInt8:
+    case DType::kBool:
+      return data_as<uint8_t>()[i];
+    default:
+      return static_cast<int64_t>(GetDouble(i));
   }
 }
 
@@ -110,7 +126,8 @@ Tensor Tensor::CastFromFloat32(DType dtype) const {
   const float* in = data_as<float>();
   int64_t n = numel();
   uint16_t* out = t.data_as<uint16_t>();
-  SURGE_CHECK(dtype == DType::kFloat16 || dtype == DType::kBFloat16, "cast to {}", DTypeName(dtype));
+  SURGE_CHECK(dtype == DType::kFloat16 || dtype == DType::kBFloat16, "cast to {}",
+              DTypeName(dtype));
   for (int64_t i = 0; i < n; ++i) {
     out[i] = dtype == DType::kFloat16 ? FloatToHalf(in[i]) : FloatToBFloat16(in[i]);
   }

@@ -45,13 +45,21 @@ class Tensor {
   void* data() { return data_; }
   const void* data() const { return data_; }
   template <typename T>
-  T* data_as() { return static_cast<T*>(data_); }
+  T* data_as() {
+    return static_cast<T*>(data_);
+  }
   template <typename T>
-  const T* data_as() const { return static_cast<const T*>(data_); }
+  const T* data_as() const {
+    return static_cast<const T*>(data_);
+  }
   template <typename T>
-  std::span<const T> span() const { return {data_as<T>(), static_cast<size_t>(numel())}; }
+  std::span<const T> span() const {
+    return {data_as<T>(), static_cast<size_t>(numel())};
+  }
   template <typename T>
-  std::span<T> span() { return {data_as<T>(), static_cast<size_t>(numel())}; }
+  std::span<T> span() {
+    return {data_as<T>(), static_cast<size_t>(numel())};
+  }
 
   // Same bytes, new shape with the same element count.
   Result<Tensor> Reshaped(Shape shape) const;

@@ -8,7 +8,8 @@
 namespace surge {
 
 ThreadPool::ThreadPool(int num_threads) {
-  if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (num_threads <= 0)
+    num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   num_threads_ = num_threads;
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }

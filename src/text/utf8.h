@@ -30,10 +30,20 @@ inline DecodedChar DecodeUtf8At(std::string_view s, size_t pos) {
   int n;
   char32_t cp;
   char32_t min;
-  if ((c & 0xE0) == 0xC0) { n = 2; cp = c & 0x1F; min = 0x80; }
-  else if ((c & 0xF0) == 0xE0) { n = 3; cp = c & 0x0F; min = 0x800; }
-  else if ((c & 0xF8) == 0xF0) { n = 4; cp = c & 0x07; min = 0x10000; }
-  else return bad;
+  if ((c & 0xE0) == 0xC0) {
+    n = 2;
+    cp = c & 0x1F;
+    min = 0x80;
+  } else if ((c & 0xF0) == 0xE0) {
+    n = 3;
+    cp = c & 0x0F;
+    min = 0x800;
+  } else if ((c & 0xF8) == 0xF0) {
+    n = 4;
+    cp = c & 0x07;
+    min = 0x10000;
+  } else
+    return bad;
   if (left < static_cast<size_t>(n)) return bad;
   for (int i = 1; i < n; ++i) {
     if ((p[i] & 0xC0) != 0x80) return bad;

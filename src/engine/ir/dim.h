@@ -21,8 +21,8 @@ using SymbolBindings = std::unordered_map<std::string, int64_t>;
 
 class Dim {
  public:
-  Dim() = default;                     // 0
-  Dim(int64_t value);                  // NOLINT(google-explicit-constructor): constants read naturally
+  Dim() = default;     // 0
+  Dim(int64_t value);  // NOLINT(google-explicit-constructor): constants read naturally
   static Dim Symbol(std::string name);
   // Parses the ToString() form: "batch*seq+2", "-1*seq", "768".
   static Result<Dim> Parse(std::string_view text);
@@ -46,7 +46,7 @@ class Dim {
 
  private:
   using Monomial = std::vector<std::string>;  // sorted symbol names (with repetition)
-  std::map<Monomial, int64_t> terms_;          // no zero coefficients
+  std::map<Monomial, int64_t> terms_;         // no zero coefficients
 };
 
 using SymShape = std::vector<Dim>;

@@ -118,7 +118,8 @@ std::string DumpJson(const Graph& g, int indent) {
     jn["op"] = n.op_type;
     if (!n.domain.empty()) jn["domain"] = n.domain;
     jn["inputs"] = json::array();
-    for (int in : n.inputs) jn["inputs"].push_back(in < 0 ? json(nullptr) : json(g.values[in].name));
+    for (int in : n.inputs)
+      jn["inputs"].push_back(in < 0 ? json(nullptr) : json(g.values[in].name));
     jn["outputs"] = json::array();
     for (int o : n.outputs) jn["outputs"].push_back(value_json(o));
     if (!n.attrs.empty()) {

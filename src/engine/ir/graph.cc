@@ -249,14 +249,16 @@ Status Graph::Validate() const {
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     for (int in : n.inputs) {
-      if (in < -1 || in >= nv) return InternalError("node '{}' input id {} out of range", n.name, in);
+      if (in < -1 || in >= nv)
+        return InternalError("node '{}' input id {} out of range", n.name, in);
       if (in >= 0 && !defined[in]) {
         return InternalError("node '{}' ({}) reads '{}' before it is produced", n.name, n.op_type,
                              values[in].name);
       }
     }
     for (int out : n.outputs) {
-      if (out < 0 || out >= nv) return InternalError("node '{}' output id {} out of range", n.name, out);
+      if (out < 0 || out >= nv)
+        return InternalError("node '{}' output id {} out of range", n.name, out);
       if (defined[out]) {
         return InternalError("value '{}' is produced twice (node '{}')", values[out].name, n.name);
       }
@@ -264,7 +266,8 @@ Status Graph::Validate() const {
     }
   }
   for (int o : outputs) {
-    if (o < 0 || o >= nv || !defined[o]) return InternalError("graph output {} is never produced", o);
+    if (o < 0 || o >= nv || !defined[o])
+      return InternalError("graph output {} is never produced", o);
   }
   return Status::Ok();
 }

@@ -36,7 +36,7 @@ struct Value {
   // Shape, and what Gather/Concat/Unsqueeze/arithmetic make of them — the element values.
   // Lets shape inference resolve Reshape/Expand/ConstantOfShape targets like [batch, seq, 12, 64].
   std::optional<std::vector<Dim>> sym_data;
-  int producer = -1;              // index of the producing node, -1 for inputs and constants
+  int producer = -1;  // index of the producing node, -1 for inputs and constants
 
   bool is_constant() const { return constant.defined(); }
 };

@@ -11,7 +11,8 @@
 //   SkipLayerNorm(X, skip, gamma, beta, bias?) -> Y, Sum?
 //       Y = LayerNorm(X + skip + bias); optional 2nd output is the pre-norm sum
 //   EmbedLayerNorm(input_ids[B,S], token_type_ids[B,S]?, position_ids[B,S]?, word_emb[V,H],
-//                  pos_emb[P,H], type_emb[T,H]?, gamma[H], beta[H], attention_mask[B,S]?) -> Y[B,S,H]
+//                  pos_emb[P,H], type_emb[T,H]?, gamma[H], beta[H], attention_mask[B,S]?) ->
+//                  Y[B,S,H]
 //       attrs: epsilon, position_mode = "arange" (ids 0..S-1) | "roberta" (cumsum of
 //              input_ids != padding_idx, offset by padding_idx), padding_idx
 //   Attention(QKV[B,S,3H], mask[B,S]?) -> Y[B,S,H]

@@ -7,18 +7,23 @@ namespace surge::engine {
 
 std::string_view PrecisionName(Precision p) {
   switch (p) {
-    case Precision::kFp32: return "fp32";
-    case Precision::kFp16: return "fp16";
-    case Precision::kBf16: return "bf16";
-    case Precision::kInt8: return "int8";
-    case Precision::kFp8: return "fp8";
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kInt8:
+      return "int8";
+    case Precision::kFp8:
+      return "fp8";
   }
   return "fp32";
 }
 
 Result<Precision> ParsePrecision(std::string_view name) {
-  for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16, Precision::kInt8,
-                      Precision::kFp8}) {
+  for (Precision p :
+       {Precision::kFp32, Precision::kFp16, Precision::kBf16, Precision::kInt8, Precision::kFp8}) {
     if (PrecisionName(p) == name) return p;
   }
   return InvalidArgumentError("unknown precision '{}' (valid: fp32, fp16, bf16, int8, fp8)", name);

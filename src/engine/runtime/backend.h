@@ -28,15 +28,15 @@ struct BuilderConfig {
   std::string backend = "cpu";
   Precision precision = Precision::kFp32;
   Profile profile;
-  int num_threads = 0;              // 0: all cores
-  bool padding_free = true;         // pack tokens for recognised encoders (where supported)
-  size_t memory_budget_bytes = 0;   // 0: unlimited
-  std::string timing_cache_path;    // backends that time tactics keep results here
+  int num_threads = 0;             // 0: all cores
+  bool padding_free = true;        // pack tokens for recognised encoders (where supported)
+  size_t memory_budget_bytes = 0;  // 0: unlimited
+  std::string timing_cache_path;   // backends that time tactics keep results here
 };
 
 struct EngineOptions {
-  int num_threads = 0;              // 0: as built
-  size_t memory_budget_bytes = 0;   // 0: unlimited
+  int num_threads = 0;             // 0: as built
+  size_t memory_budget_bytes = 0;  // 0: unlimited
 };
 
 class BackendContext {

@@ -34,8 +34,10 @@ Result<Profile> Profile::Parse(std::string_view text) {
     if (item.empty()) continue;
     size_t colon = item.rfind(':');
     if (colon == std::string_view::npos || colon == 0) {
-      return InvalidArgumentError("bad profile '{}': expected NAME:MIN,OPT,MAX like "
-                                  "input_ids:1x1,8x128,64x512", item);
+      return InvalidArgumentError(
+          "bad profile '{}': expected NAME:MIN,OPT,MAX like "
+          "input_ids:1x1,8x128,64x512",
+          item);
     }
     InputProfile ip;
     ip.name = std::string(item.substr(0, colon));
@@ -63,9 +65,10 @@ Result<Profile> Profile::Parse(std::string_view text) {
     }
     for (size_t i = 0; i < ip.min.size(); ++i) {
       if (!(ip.min[i] <= ip.opt[i] && ip.opt[i] <= ip.max[i]) || ip.min[i] < 1) {
-        return InvalidArgumentError("profile for '{}': need 1 <= MIN <= OPT <= MAX in every "
-                                    "dimension, got {} {} {}", ip.name, ShapeToString(ip.min),
-                                    ShapeToString(ip.opt), ShapeToString(ip.max));
+        return InvalidArgumentError(
+            "profile for '{}': need 1 <= MIN <= OPT <= MAX in every "
+            "dimension, got {} {} {}",
+            ip.name, ShapeToString(ip.min), ShapeToString(ip.opt), ShapeToString(ip.max));
       }
     }
     if (profile.Find(ip.name)) {
