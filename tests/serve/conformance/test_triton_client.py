@@ -263,6 +263,11 @@ def test_repository_index_load_unload(http, grpc, server):
     assert http.is_server_live()
 
 
+def sanitized(server):
+    maps = open(f"/proc/{server.proc.pid}/maps").read()
+    return "libasan" in maps
+
+
 def rss_kb(pid):
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmRSS:"):
@@ -303,8 +308,9 @@ def test_hot_swap_under_load_has_no_failed_requests(http, server):
             time.sleep(0.2)
             rss.append(rss_kb(server.proc.pid))
         # Old versions are freed: resident memory stays within 10 % of its level after the first
-        # swap.
-        assert max(rss[1:]) <= rss[0] * 1.10, rss
+        # swap (not under AddressSanitizer, whose quarantine holds freed memory on purpose).
+        if not sanitized(server):
+            assert max(rss[1:]) <= rss[0] * 1.10, rss
         # A broken new version: the load fails, the old version keeps serving.
         (model_dir / "10").mkdir()
         (model_dir / "10" / "model.onnx").write_bytes(b"not an onnx file")
