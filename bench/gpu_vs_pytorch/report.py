@@ -28,12 +28,13 @@ def main():
     args = ap.parse_args()
     surge = json.load(open(os.path.join(args.dir, "surge_bench.json")))
     torch = json.load(open(os.path.join(args.dir, "torch_bench.json")))
-    tests = None
-    tests_path = os.path.join(args.dir, "cuda_backend_test.json")
-    if os.path.exists(tests_path):
-        t = json.load(open(tests_path))
-        tests = {"tests": t.get("tests"), "failures": t.get("failures"),
-                 "disabled": t.get("disabled")}
+    tests = {}
+    for name in ("cuda_backend_test", "cuda_model_test"):
+        path = os.path.join(args.dir, f"{name}.json")
+        if os.path.exists(path):
+            t = json.load(open(path))
+            tests[name] = {"tests": t.get("tests"), "failures": t.get("failures"),
+                           "disabled": t.get("disabled")}
     ceil = torch["ceilings"]
     peak = ceil["gemm_8192_fp16_tflops"]
     tmed = {}
@@ -126,7 +127,8 @@ def main():
                          f"({e['ref_max_abs']:.2f}) |")
     if tests:
         lines.append("")
-        lines.append(f"GPU tests in the same call: {tests['tests']} run, {tests['failures']} failed.")
+        lines.append("GPU tests in the same call: " + "; ".join(
+            f"{k} {v['tests']} run, {v['failures']} failed" for k, v in tests.items()) + ".")
     lines.append("")
     lines.append(f"(written by bench/gpu_vs_pytorch/report.py from {path})")
     text = "\n".join(lines)
