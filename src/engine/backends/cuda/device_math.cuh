@@ -69,29 +69,6 @@ template <typename T, int N>
 __device__ __forceinline__ void WarpLayerNormStore(float (&v)[N][8], int cols, int lane,
                                                    const float* gamma, const float* beta,
                                                    float epsilon, T* y) {
-  // gamma and beta first where registers allow (rows up to 1024 columns): their loads overlap
-  // the two reductions.
-  constexpr bool kPreload = N <= 4;
-  float gs[N][8], bs[N][8];
-  auto load_affine = [&](int i) {
-    const int c = (i * 32 + lane) * 8;
-    const float4* g4 = reinterpret_cast<const float4*>(gamma + c);
-    const float4* b4 = reinterpret_cast<const float4*>(beta + c);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float4 gv = g4[h], bv = b4[h];
-      gs[i][4 * h] = gv.x, gs[i][4 * h + 1] = gv.y, gs[i][4 * h + 2] = gv.z;
-      gs[i][4 * h + 3] = gv.w;
-      bs[i][4 * h] = bv.x, bs[i][4 * h + 1] = bv.y, bs[i][4 * h + 2] = bv.z;
-      bs[i][4 * h + 3] = bv.w;
-    }
-  };
-  if constexpr (kPreload) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      if ((i * 32 + lane) * 8 < cols) load_affine(i);
-    }
-  }
   float sum = 0.f;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
@@ -117,10 +94,15 @@ __device__ __forceinline__ void WarpLayerNormStore(float (&v)[N][8], int cols, i
   for (int i = 0; i < N; ++i) {
     const int c = (i * 32 + lane) * 8;
     if (c < cols) {
-      if constexpr (!kPreload) load_affine(i);
+      const float4 g0 = *reinterpret_cast<const float4*>(gamma + c);
+      const float4 g1 = *reinterpret_cast<const float4*>(gamma + c + 4);
+      const float4 b0 = *reinterpret_cast<const float4*>(beta + c);
+      const float4 b1 = *reinterpret_cast<const float4*>(beta + c + 4);
+      const float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+      const float bs[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
       float out[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) out[j] = (v[i][j] - mean) * inv * gs[i][j] + bs[i][j];
+      for (int j = 0; j < 8; ++j) out[j] = (v[i][j] - mean) * inv * gs[j] + bs[j];
       Store8(y + c, out);
     }
   }
