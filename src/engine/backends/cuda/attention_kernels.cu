@@ -5,54 +5,51 @@
 namespace surge::engine::cuda {
 namespace {
 
+constexpr int kBlockM = 64;  // queries per block: 16 per warp
 constexpr int kBlockN = 64;  // keys per tile
-// Queries per block (16 per warp): 128 halves the K/V tile fills per query where the grid still
-// fills the GPU twice over; 64 keeps small batches spread over more multiprocessors.
-constexpr int kSmallM = 64, kLargeM = 128;
+constexpr int kWarps = kBlockM / 16;
+constexpr int kThreads = kWarps * 32;
 constexpr int kNTiles = kBlockN / 8;    // 8-key column tiles of S per warp
 constexpr float kMaskedScore = -1e30f;  // padding key: loses to any real key, ties with padding
 
 // Shared memory: the Q tile and two K and two V tiles (double-buffered), rows padded by 16 bytes
 // so that the 8 row addresses of every ldmatrix fall in distinct banks.
-template <int D, int M>
+template <int D>
 struct Smem {
-  static constexpr int kLd = D + 8;            // elements per row
-  static constexpr int kTile = kBlockN * kLd;  // one K or V tile
+  static constexpr int kLd = D + 8;  // elements per row
+  static constexpr int kTile = kBlockM * kLd;
   static constexpr size_t kQ = 0;
-  static constexpr size_t kK = kQ + size_t{M} * kLd * 2;
+  static constexpr size_t kK = kQ + size_t{kTile} * 2;
   static constexpr size_t kV = kK + 2 * size_t{kTile} * 2;
   static constexpr size_t kBytes = kV + 2 * size_t{kTile} * 2;
 };
 
-// Issues cp.async copies of `kRows` rows of D elements (row stride `stride` elements) into a
-// padded shared-memory tile, by `kThreads` threads; rows at or past `valid` are zero-filled (no
-// global read), so masked products stay finite.
-template <int D, int kRows, int kThreads>
+// Issues cp.async copies of `kBlockM` rows of D elements (row stride `stride` elements) into a
+// padded shared-memory tile; rows at or past `valid` are zero-filled (no global read), so masked
+// products stay finite.
+template <int D>
 __device__ __forceinline__ void LoadTileAsync(uint32_t dst, const void* src_base, int64_t stride,
                                               int valid) {
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  constexpr int kLd = D + 8;
+  static_assert(kBlockM * kChunks % kThreads == 0);
   const char* src = static_cast<const char*>(src_base);
 #pragma unroll
-  for (int it = 0; it < (kRows * kChunks + kThreads - 1) / kThreads; ++it) {
+  for (int it = 0; it < kBlockM * kChunks / kThreads; ++it) {
     const int i = threadIdx.x + it * kThreads;
-    if (kRows * kChunks % kThreads != 0 && i >= kRows * kChunks) break;
     const int r = i / kChunks, c = (i % kChunks) * 8;
     const bool ok = r < valid;
     const char* g = ok ? src + (r * stride + c) * 2 : src;
-    CpAsync16(dst + (r * kLd + c) * 2, g, ok);
+    CpAsync16(dst + (r * Smem<D>::kLd + c) * 2, g, ok);
   }
 }
 
-// One block: M queries of one (sequence, head) against all of the sequence's keys.
+// One block: kBlockM queries of one (sequence, head) against all of the sequence's keys.
 // Warp w owns queries q0 + 16w .. +15; in the m16n8 accumulator layout lane l holds rows
 // g = l/4 and g+8 and columns 2(l%4), +1 of every 8-column tile.
-// Head dims up to 64 fit 16 warps per multiprocessor (128 registers a thread); 128 takes 8.
-template <typename T, int D, int M>
-__global__ void __launch_bounds__(M * 2, (D <= 64 ? 4 : 2) * kSmallM / M)
-    FlashAttentionKernel(AttentionArgs a) {
-  using S = Smem<D, M>;
-  constexpr int kThreads = M * 2;  // one warp per 16 queries
+// Head dims up to 64 fit four blocks per multiprocessor (128 registers a thread); 128 takes two.
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKernel(AttentionArgs a) {
+  using S = Smem<D>;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint32_t q_smem = smem_base + S::kQ;
@@ -60,7 +57,7 @@ __global__ void __launch_bounds__(M * 2, (D <= 64 ? 4 : 2) * kSmallM / M)
   const uint32_t v_smem = smem_base + S::kV;
   constexpr uint32_t kTileBytes = S::kTile * 2;
 
-  const int b = blockIdx.z, head = blockIdx.y, q0 = blockIdx.x * M;
+  const int b = blockIdx.z, head = blockIdx.y, q0 = blockIdx.x * kBlockM;
   const int64_t start = a.cu_seqlens ? a.cu_seqlens[b] : static_cast<int64_t>(b) * a.seq;
   const int len = a.cu_seqlens ? a.cu_seqlens[b + 1] - a.cu_seqlens[b] : a.seq;
   if (q0 >= len) return;
@@ -71,21 +68,19 @@ __global__ void __launch_bounds__(M * 2, (D <= 64 ? 4 : 2) * kSmallM / M)
   const int n_tiles = (len + kBlockN - 1) / kBlockN;
 
   // Q, K0, V0 in group 0; K1, V1 in group 1; tile j+2 is issued once tile j is consumed.
-  LoadTileAsync<D, M, kThreads>(q_smem, base + q0 * stride, stride, len - q0);
-  LoadTileAsync<D, kBlockN, kThreads>(k_smem, base + hidden, stride, len);
-  LoadTileAsync<D, kBlockN, kThreads>(v_smem, base + 2 * hidden, stride, len);
+  LoadTileAsync<D>(q_smem, base + q0 * stride, stride, len - q0);
+  LoadTileAsync<D>(k_smem, base + hidden, stride, len);
+  LoadTileAsync<D>(v_smem, base + 2 * hidden, stride, len);
   CpAsyncCommit();
   if (n_tiles > 1) {
-    LoadTileAsync<D, kBlockN, kThreads>(k_smem + kTileBytes, base + kBlockN * stride + hidden,
-                                        stride, len - kBlockN);
-    LoadTileAsync<D, kBlockN, kThreads>(v_smem + kTileBytes, base + kBlockN * stride + 2 * hidden,
-                                        stride, len - kBlockN);
+    LoadTileAsync<D>(k_smem + kTileBytes, base + kBlockN * stride + hidden, stride, len - kBlockN);
+    LoadTileAsync<D>(v_smem + kTileBytes, base + kBlockN * stride + 2 * hidden, stride,
+                     len - kBlockN);
     CpAsyncCommit();
   }
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
-  const bool active = q0 + warp * 16 < len;
   // ldmatrix row addresses: A operand (Q rows), non-transposed B (K rows), transposed B (V rows).
   const int a_row = lane & 15, a_col = (lane >> 4) * 8;
   const int kb_row = (lane & 7) + ((lane >> 4) << 3), kb_col = ((lane >> 3) & 1) * 8;
@@ -106,110 +101,106 @@ __global__ void __launch_bounds__(M * 2, (D <= 64 ? 4 : 2) * kSmallM / M)
       CpAsyncWait<0>();
     }
     __syncthreads();
-    // Warps whose 16 queries all lie past the sequence only help load tiles.
-    if (active) {
-      if (j == 0) {
+    if (j == 0) {
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          LdMatrixX4(qf[kk], q_smem + ((warp * 16 + a_row) * S::kLd + kk * 16 + a_col) * 2);
-        }
+      for (int kk = 0; kk < D / 16; ++kk) {
+        LdMatrixX4(qf[kk], q_smem + ((warp * 16 + a_row) * S::kLd + kk * 16 + a_col) * 2);
       }
-      const uint32_t ks = k_smem + (j & 1) * kTileBytes;
-      const uint32_t vs = v_smem + (j & 1) * kTileBytes;
-      const int k0 = j * kBlockN;
+    }
+    const uint32_t ks = k_smem + (j & 1) * kTileBytes;
+    const uint32_t vs = v_smem + (j & 1) * kTileBytes;
+    const int k0 = j * kBlockN;
 
-      // S = Q·Kᵀ, 16 queries × 64 keys per warp, float32.
-      float s[kNTiles][4];
+    // S = Q·Kᵀ, 16 queries × 64 keys per warp, float32.
+    float s[kNTiles][4];
 #pragma unroll
-      for (int n = 0; n < kNTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    for (int n = 0; n < kNTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
 #pragma unroll
-      for (int np = 0; np < kNTiles / 2; ++np) {
+    for (int np = 0; np < kNTiles / 2; ++np) {
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          uint32_t kb[4];
-          LdMatrixX4(kb, ks + ((np * 16 + kb_row) * S::kLd + kk * 16 + kb_col) * 2);
-          Mma16816<T>(s[2 * np], qf[kk], kb[0], kb[1]);
-          Mma16816<T>(s[2 * np + 1], qf[kk], kb[2], kb[3]);
-        }
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t kb[4];
+        LdMatrixX4(kb, ks + ((np * 16 + kb_row) * S::kLd + kk * 16 + kb_col) * 2);
+        Mma16816<T>(s[2 * np], qf[kk], kb[0], kb[1]);
+        Mma16816<T>(s[2 * np + 1], qf[kk], kb[2], kb[3]);
       }
+    }
 
-      // Scale; keys past the sequence get -inf, padding keys (padded form) the masked score.
-      const bool edge = k0 + kBlockN > len;
-      float tile_max[2] = {-INFINITY, -INFINITY};
+    // Scale; keys past the sequence get -inf, padding keys (padded form) the masked score.
+    const bool edge = k0 + kBlockN > len;
+    float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int n = 0; n < kNTiles; ++n) {
+    for (int n = 0; n < kNTiles; ++n) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float v = s[n][e] * scale_log2;
-          if (edge || kmask) {
-            const int key = k0 + n * 8 + 2 * t + (e & 1);
-            if (key >= len) {
-              v = -INFINITY;
-            } else if (kmask && kmask[key] == 0) {
-              v = kMaskedScore;
-            }
+      for (int e = 0; e < 4; ++e) {
+        float v = s[n][e] * scale_log2;
+        if (edge || kmask) {
+          const int key = k0 + n * 8 + 2 * t + (e & 1);
+          if (key >= len) {
+            v = -INFINITY;
+          } else if (kmask && kmask[key] == 0) {
+            v = kMaskedScore;
           }
-          s[n][e] = v;
-          tile_max[e >> 1] = fmaxf(tile_max[e >> 1], v);
         }
+        s[n][e] = v;
+        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], v);
       }
-      // Online softmax per row (lanes 4g..4g+3 share rows g and g+8). Every tile holds key k0 <
-      // len, so the new maximum is finite.
-      float corr[2];
+    }
+    // Online softmax per row (lanes 4g..4g+3 share rows g and g+8). Every tile holds key k0 < len,
+    // so the new maximum is finite.
+    float corr[2];
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-        const float m_new = fmaxf(m[r], tile_max[r]);
-        corr[r] = FastExp2(m[r] - m_new);
-        m[r] = m_new;
-        l[r] *= corr[r];
-      }
-      // P = exp2(S - m), rounded to T in the A-operand layout of P·V: the two 8-key tiles 2kk and
-      // 2kk+1 form the 16-key k-step kk. The row sums add the rounded weights P·V uses.
-      uint32_t pf[kBlockN / 16][4];
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float m_new = fmaxf(m[r], tile_max[r]);
+      corr[r] = exp2f(m[r] - m_new);
+      m[r] = m_new;
+      l[r] *= corr[r];
+    }
+    // P = exp2(S - m), rounded to T in the A-operand layout of P·V: the two 8-key tiles 2kk and
+    // 2kk+1 form the 16-key k-step kk. The row sums add the rounded weights P·V uses.
+    uint32_t pf[kBlockN / 16][4];
 #pragma unroll
-      for (int n = 0; n < kNTiles; ++n) {
-        const float p0 = FastExp2(s[n][0] - m[0]), p1 = FastExp2(s[n][1] - m[0]);
-        const float p2 = FastExp2(s[n][2] - m[1]), p3 = FastExp2(s[n][3] - m[1]);
-        const uint32_t lo = PackPair<T>(p0, p1), hi = PackPair<T>(p2, p3);
-        l[0] += PairSum<T>(lo);
-        l[1] += PairSum<T>(hi);
-        pf[n >> 1][(n & 1) * 2] = lo;
-        pf[n >> 1][(n & 1) * 2 + 1] = hi;
-      }
+    for (int n = 0; n < kNTiles; ++n) {
+      const float p0 = exp2f(s[n][0] - m[0]), p1 = exp2f(s[n][1] - m[0]);
+      const float p2 = exp2f(s[n][2] - m[1]), p3 = exp2f(s[n][3] - m[1]);
+      const uint32_t lo = PackPair<T>(p0, p1), hi = PackPair<T>(p2, p3);
+      l[0] += PairSum<T>(lo);
+      l[1] += PairSum<T>(hi);
+      pf[n >> 1][(n & 1) * 2] = lo;
+      pf[n >> 1][(n & 1) * 2 + 1] = hi;
+    }
 #pragma unroll
-      for (int i = 0; i < D / 8; ++i) {
-        o[i][0] *= corr[0];
-        o[i][1] *= corr[0];
-        o[i][2] *= corr[1];
-        o[i][3] *= corr[1];
-      }
-      // O += P·V.
+    for (int i = 0; i < D / 8; ++i) {
+      o[i][0] *= corr[0];
+      o[i][1] *= corr[0];
+      o[i][2] *= corr[1];
+      o[i][3] *= corr[1];
+    }
+    // O += P·V.
 #pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
 #pragma unroll
-        for (int dp = 0; dp < D / 16; ++dp) {
-          uint32_t vb[4];
-          LdMatrixX4Trans(vb, vs + ((kk * 16 + vb_row) * S::kLd + dp * 16 + vb_col) * 2);
-          Mma16816<T>(o[2 * dp], pf[kk], vb[0], vb[1]);
-          Mma16816<T>(o[2 * dp + 1], pf[kk], vb[2], vb[3]);
-        }
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t vb[4];
+        LdMatrixX4Trans(vb, vs + ((kk * 16 + vb_row) * S::kLd + dp * 16 + vb_col) * 2);
+        Mma16816<T>(o[2 * dp], pf[kk], vb[0], vb[1]);
+        Mma16816<T>(o[2 * dp + 1], pf[kk], vb[2], vb[3]);
       }
     }
     __syncthreads();  // every warp is done with buffer j & 1
     if (j + 2 < n_tiles) {
       const int k2 = (j + 2) * kBlockN;
-      LoadTileAsync<D, kBlockN, kThreads>(k_smem + (j & 1) * kTileBytes,
-                                          base + k2 * stride + hidden, stride, len - k2);
-      LoadTileAsync<D, kBlockN, kThreads>(v_smem + (j & 1) * kTileBytes,
-                                          base + k2 * stride + 2 * hidden, stride, len - k2);
+      LoadTileAsync<D>(k_smem + (j & 1) * kTileBytes, base + k2 * stride + hidden, stride,
+                       len - k2);
+      LoadTileAsync<D>(v_smem + (j & 1) * kTileBytes, base + k2 * stride + 2 * hidden, stride,
+                       len - k2);
       CpAsyncCommit();
     }
   }
 
-  if (!active) return;
-    // Normalise, stage this warp's 16 rows in its own (consumed) Q rows, then 16-byte stores.
+  // Normalise, stage this warp's 16 rows in its own (consumed) Q rows, then 16-byte stores.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
@@ -241,36 +232,16 @@ __global__ void __launch_bounds__(M * 2, (D <= 64 ? 4 : 2) * kSmallM / M)
   }
 }
 
-int MultiprocessorCount() {
-  static const int count = [] {
-    int dev = 0, n = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-    return n > 0 ? n : 132;
-  }();
-  return count;
-}
-
-template <typename T, int D, int M>
-cudaError_t LaunchTile(const AttentionArgs& a, cudaStream_t stream) {
-  constexpr size_t kBytes = Smem<D, M>::kBytes;
-  // Once per instantiation (and so never inside a CUDA-graph capture after the first eager run).
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      FlashAttentionKernel<T, D, M>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
-  if (attr != cudaSuccess) return attr;
-  const dim3 grid((a.seq + M - 1) / M, a.num_heads, a.batch);
-  FlashAttentionKernel<T, D, M><<<grid, M * 2, kBytes, stream>>>(a);
-  return cudaGetLastError();
-}
-
 template <typename T, int D>
 cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
-  int m = a.block_queries;
-  if (m == 0) {
-    const int64_t large = int64_t{(a.seq + kLargeM - 1) / kLargeM} * a.num_heads * a.batch;
-    m = large >= 2 * MultiprocessorCount() ? kLargeM : kSmallM;
-  }
-  return m == kLargeM ? LaunchTile<T, D, kLargeM>(a, stream) : LaunchTile<T, D, kSmallM>(a, stream);
+  constexpr size_t kBytes = Smem<D>::kBytes;
+  // Once per instantiation (and so never inside a CUDA-graph capture after the first eager run).
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      FlashAttentionKernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+  if (attr != cudaSuccess) return attr;
+  const dim3 grid((a.seq + kBlockM - 1) / kBlockM, a.num_heads, a.batch);
+  FlashAttentionKernel<T, D><<<grid, kThreads, kBytes, stream>>>(a);
+  return cudaGetLastError();
 }
 
 template <typename T>
@@ -298,8 +269,7 @@ bool AttentionHeadDimSupported(int head_dim) {
 bool AttentionCanImplement(const AttentionArgs& a) {
   return AttentionHeadDimSupported(a.head_dim) && a.batch >= 0 && a.seq >= 0 && a.num_heads > 0 &&
          a.batch <= 65535 && a.num_heads <= 65535 && a.qkv && a.out && Aligned16(a.qkv) &&
-         Aligned16(a.out) &&
-         (a.block_queries == 0 || a.block_queries == kSmallM || a.block_queries == kLargeM);
+         Aligned16(a.out);
 }
 
 size_t AttentionWorkspaceSize(const AttentionArgs&) { return 0; }

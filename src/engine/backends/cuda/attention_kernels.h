@@ -1,6 +1,6 @@
-// Fused multi-head self-attention, flash-attention style: one pass over the keys per tile of 64 or
-// 128 queries with an online softmax in registers (running max and sum in float32), Q·Kᵀ and P·V on
-// tensor cores (mma.sync m16n8k16, FP16/BF16 operands, float32 accumulators in registers; Q held in
+// Fused multi-head self-attention, flash-attention style: one pass over the keys per 64-query tile
+// with an online softmax in registers (running max and sum in float32), Q·Kᵀ and P·V on tensor
+// cores (mma.sync m16n8k16, FP16/BF16 operands, float32 accumulators in registers; Q held in
 // registers, K/V tiles double-buffered in shared memory through cp.async). Scores and
 // probabilities never reach memory; probabilities are rounded to the I/O type for P·V.
 //
@@ -29,7 +29,6 @@ struct AttentionArgs {
   const int32_t* key_mask = nullptr;    // padded only: [batch*seq] or null (all real)
   const void* qkv = nullptr;            // [rows, 3*num_heads*head_dim]
   void* out = nullptr;                  // [rows, num_heads*head_dim]
-  int block_queries = 0;  // queries per block: 0 chooses by grid size; 64 or 128 force one
 };
 
 // Head dims the kernel is built for (16, 32, 64, 128).

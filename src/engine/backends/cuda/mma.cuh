@@ -59,15 +59,6 @@ __device__ __forceinline__ void Mma16816<__nv_bfloat16>(float (&c)[4], const uin
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// 2^x by the special-function unit, flushing denormal results to zero (-inf gives 0): the
-// softmax weights need no more than its ~2 ulp, and exp2f's range handling costs extra
-// instructions per element.
-__device__ __forceinline__ float FastExp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // Two floats rounded to T and packed into one register (x in the low half), and back.
 template <typename T>
 __device__ __forceinline__ uint32_t PackPair(float x, float y);
