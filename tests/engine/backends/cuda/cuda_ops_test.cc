@@ -204,63 +204,59 @@ TEST_P(CudaOpTest, AttentionPaddedAndPackedMatchReference) {
                                       {64, 300, {300, 257, 129, 64, 1}},
                                       {128, 200, {65, 200, 128}},
                                       {16, 130, {130, 2, 127, 66}}};
-  for (int block_queries : {64, 128})
-    for (const Shape3& sh : shapes) {
-      const int d = sh.d, S = sh.seq, B = static_cast<int>(sh.lens.size()), heads = 3,
-                H = heads * d;
-      Tensor qkv = Random({B, S, 3 * H}, rng_, dt(), -2.f, 2.f);
-      std::vector<int64_t> mask(B * S);
-      std::vector<int32_t> mask32(B * S);
-      for (int b = 0; b < B; ++b) {
-        for (int s = 0; s < S; ++s)
-          mask32[b * S + s] = static_cast<int32_t>(mask[b * S + s] = s < sh.lens[b]);
-      }
-      const double scale = 0.7 / std::sqrt(static_cast<double>(d));
-      auto ref = Reference(Fused("Attention", {{"num_heads", int64_t{heads}}, {"scale", scale}}),
-                           std::vector<Tensor>{qkv, Ints({B, S}, mask)});
-      DeviceTensor dqkv(qkv, dt()), dmask = UploadInts(mask32), dout(int64_t{B} * S * H * 2);
-      AttentionArgs a;
-      a.dtype = dt();
-      a.batch = B;
-      a.seq = S;
-      a.num_heads = heads;
-      a.head_dim = d;
-      a.scale = static_cast<float>(scale);
-      a.key_mask = static_cast<const int32_t*>(dmask.get());
-      a.qkv = dqkv.get();
-      a.out = dout.get();
-      a.block_queries = block_queries;
-      ASSERT_TRUE(AttentionCanImplement(a));
-      CheckCuda(AttentionRun(a, nullptr, nullptr), "AttentionRun padded");
-      // Padded form: every row is written (padding queries attend to the real keys).
-      EXPECT_LT(RelError(dout.Download({B * S, H}, dt()), ref[0]), Tolerance(dt()))
-          << "d " << d << " seq " << S << " block " << block_queries;
-
-      // Packed: gather the real tokens' QKV rows, run with cu_seqlens, compare real rows.
-      std::vector<int64_t> real_rows;
-      std::vector<int32_t> cu{0};
-      for (int b = 0; b < B; ++b) {
-        for (int s = 0; s < sh.lens[b]; ++s) real_rows.push_back(int64_t{b} * S + s);
-        cu.push_back(static_cast<int32_t>(real_rows.size()));
-      }
-      const int64_t T = static_cast<int64_t>(real_rows.size());
-      Tensor packed(DType::kFloat32, {T, 3 * H});
-      for (int64_t t = 0; t < T; ++t) {
-        std::memcpy(packed.data_as<float>() + t * 3 * H,
-                    qkv.data_as<float>() + real_rows[t] * 3 * H, 3 * H * sizeof(float));
-      }
-      DeviceTensor dpacked(packed, dt()), dcu = UploadInts(cu), dpo(T * H * 2);
-      a.cu_seqlens = static_cast<const int32_t*>(dcu.get());
-      a.key_mask = nullptr;
-      a.qkv = dpacked.get();
-      a.out = dpo.get();
-      CheckCuda(AttentionRun(a, nullptr, nullptr), "AttentionRun packed");
-      std::vector<int64_t> got_rows(T);
-      for (int64_t t = 0; t < T; ++t) got_rows[t] = t;
-      EXPECT_LT(RelError(dpo.Download({T, H}, dt()), ref[0], H, got_rows, real_rows),
-                Tolerance(dt()))
-          << "packed d " << d << " seq " << S << " block " << block_queries;
+  for (const Shape3& sh : shapes) {
+    const int d = sh.d, S = sh.seq, B = static_cast<int>(sh.lens.size()), heads = 3, H = heads * d;
+    Tensor qkv = Random({B, S, 3 * H}, rng_, dt(), -2.f, 2.f);
+    std::vector<int64_t> mask(B * S);
+    std::vector<int32_t> mask32(B * S);
+    for (int b = 0; b < B; ++b) {
+      for (int s = 0; s < S; ++s)
+        mask32[b * S + s] = static_cast<int32_t>(mask[b * S + s] = s < sh.lens[b]);
     }
+    const double scale = 0.7 / std::sqrt(static_cast<double>(d));
+    auto ref = Reference(Fused("Attention", {{"num_heads", int64_t{heads}}, {"scale", scale}}),
+                         std::vector<Tensor>{qkv, Ints({B, S}, mask)});
+    DeviceTensor dqkv(qkv, dt()), dmask = UploadInts(mask32), dout(int64_t{B} * S * H * 2);
+    AttentionArgs a;
+    a.dtype = dt();
+    a.batch = B;
+    a.seq = S;
+    a.num_heads = heads;
+    a.head_dim = d;
+    a.scale = static_cast<float>(scale);
+    a.key_mask = static_cast<const int32_t*>(dmask.get());
+    a.qkv = dqkv.get();
+    a.out = dout.get();
+    ASSERT_TRUE(AttentionCanImplement(a));
+    CheckCuda(AttentionRun(a, nullptr, nullptr), "AttentionRun padded");
+    // Padded form: every row is written (padding queries attend to the real keys).
+    EXPECT_LT(RelError(dout.Download({B * S, H}, dt()), ref[0]), Tolerance(dt()))
+        << "d " << d << " seq " << S;
+
+    // Packed: gather the real tokens' QKV rows, run with cu_seqlens, compare real rows.
+    std::vector<int64_t> real_rows;
+    std::vector<int32_t> cu{0};
+    for (int b = 0; b < B; ++b) {
+      for (int s = 0; s < sh.lens[b]; ++s) real_rows.push_back(int64_t{b} * S + s);
+      cu.push_back(static_cast<int32_t>(real_rows.size()));
+    }
+    const int64_t T = static_cast<int64_t>(real_rows.size());
+    Tensor packed(DType::kFloat32, {T, 3 * H});
+    for (int64_t t = 0; t < T; ++t) {
+      std::memcpy(packed.data_as<float>() + t * 3 * H, qkv.data_as<float>() + real_rows[t] * 3 * H,
+                  3 * H * sizeof(float));
+    }
+    DeviceTensor dpacked(packed, dt()), dcu = UploadInts(cu), dpo(T * H * 2);
+    a.cu_seqlens = static_cast<const int32_t*>(dcu.get());
+    a.key_mask = nullptr;
+    a.qkv = dpacked.get();
+    a.out = dpo.get();
+    CheckCuda(AttentionRun(a, nullptr, nullptr), "AttentionRun packed");
+    std::vector<int64_t> got_rows(T);
+    for (int64_t t = 0; t < T; ++t) got_rows[t] = t;
+    EXPECT_LT(RelError(dpo.Download({T, H}, dt()), ref[0], H, got_rows, real_rows), Tolerance(dt()))
+        << "packed d " << d << " seq " << S;
+  }
 }
 
 TEST(CudaAttention, HeadDimsAndAlignment) {
@@ -280,9 +276,6 @@ TEST(CudaAttention, HeadDimsAndAlignment) {
   EXPECT_FALSE(AttentionCanImplement(a));
   a.qkv = buf;
   a.head_dim = 96;
-  EXPECT_FALSE(AttentionCanImplement(a));
-  a.head_dim = 64;
-  a.block_queries = 32;  // tiles are 64 or 128 queries
   EXPECT_FALSE(AttentionCanImplement(a));
 }
 
