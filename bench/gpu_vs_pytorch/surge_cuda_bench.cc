@@ -1,123 +1,156 @@
-// Times the CUDA backend on a BERT-base-shaped fused encoder (12 layers, hidden 768, 12 heads,
-// FFN 3072, vocab 21128, random weights, FP16) with a pooled [CLS] output, per batch shape: median
-// wall time of Execute (input upload, all kernels, pooled download, synchronise) over repeated
-// runs after warm-up (the first run of a shape captures its CUDA graph). The Weibo-like batch
-// (64 posts, log-normal lengths) runs padded and padding-free.
+// Times the CUDA backend on the benchmark model that tools/bench/make_bert_base_hf.py writes (a
+// BERT-base BertForSequenceClassification Hugging Face folder with random weights, FP16, and
+// cases.json with every case's tokens), so that torch_bert.py runs the same weights on the same
+// inputs. Per case: median wall time of Execute (input upload, all kernels, logits download,
+// synchronise) over repeated runs after warm-up (the first run of a shape captures its CUDA
+// graph), the useful FLOPs (real tokens only), and the logits, which torch_bert.py compares with
+// PyTorch's.
 //
-//   surge_cuda_bench [--json FILE] [--reps N]
+// Engines: padding-free with the default GELU (tanh form fused into the FFN GEMM) for every case;
+// padded for the ragged 64-post batch; padding-free with exact erf GELU for 1x128, 128x128 and
+// the posts (the price and the numerical effect of exactness).
+//
+//   surge_cuda_bench --model DIR [--json FILE] [--reps N]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <random>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "engine/backends/cuda/cuda_backend.h"
+#include "engine/import/importer.h"
 #include "engine/ir/graph.h"
+#include "engine/passes/passes.h"
 
 namespace surge::engine::cuda {
 namespace {
 
-constexpr int64_t kH = 768, kHeads = 12, kFfn = 3072, kVocab = 21128, kLayers = 12, kMaxPos = 512;
-
-std::shared_ptr<ir::Graph> BertBase(std::mt19937& rng) {
-  auto g = std::make_shared<ir::Graph>();
-  std::normal_distribution<float> nd(0.f, 0.02f);
-  auto w = [&](const std::string& name, Shape s, float mean = 0.f) {
-    Tensor t(DType::kFloat32, std::move(s));
-    for (float& v : t.span<float>()) v = mean + nd(rng);
-    return g->AddConstant(name, t);
-  };
-  const ir::SymShape bs = {ir::Dim::Symbol("batch"), ir::Dim::Symbol("seq")};
-  const int ids = g->AddInput("input_ids", DType::kInt64, bs);
-  const int types = g->AddInput("token_type_ids", DType::kInt64, bs);
-  const int mask = g->AddInput("attention_mask", DType::kInt64, bs);
-  auto node = [&](std::string op, std::vector<int> in, std::map<std::string, ir::Attribute> attrs,
-                  std::string domain = "surge") {
-    ir::Node n;
-    n.op_type = op;
-    n.domain = domain;
-    n.name = g->UniqueName(op);
-    n.inputs = std::move(in);
-    n.attrs = std::move(attrs);
-    n.outputs = {g->AddValue(n.name + "_out", DType::kFloat32)};
-    g->AddNode(n);
-    return g->nodes.back().outputs[0];
-  };
-  int x = node("EmbedLayerNorm",
-               {ids, types, -1, w("word", {kVocab, kH}), w("pos", {kMaxPos, kH}),
-                w("type", {2, kH}), w("eg", {kH}, 1.f), w("eb", {kH}), mask},
-               {{"epsilon", 1e-12}});
-  for (int l = 0; l < kLayers; ++l) {
-    const int qkv = node("Linear", {x, w("wqkv", {kH, 3 * kH}), w("bqkv", {3 * kH})}, {});
-    const int att = node("Attention", {qkv, mask}, {{"num_heads", kHeads}});
-    const int proj = node("Linear", {att, w("wo", {kH, kH}), w("bo", {kH})}, {});
-    const int ln1 =
-        node("SkipLayerNorm", {proj, x, w("g1", {kH}, 1.f), w("b1", {kH})}, {{"epsilon", 1e-12}});
-    const int ff = node("Linear", {ln1, w("w1", {kH, kFfn}), w("bf1", {kFfn})},
-                        {{"activation", std::string("gelu")}});
-    const int ff2 = node("Linear", {ff, w("w2", {kFfn, kH}), w("bf2", {kH})}, {});
-    x = node("SkipLayerNorm", {ff2, ln1, w("g2", {kH}, 1.f), w("b2", {kH})}, {{"epsilon", 1e-12}});
-  }
-  Tensor zero(DType::kInt64, Shape{});
-  const int cls = node("Gather", {x, g->AddConstant("zero", zero)}, {{"axis", int64_t{1}}}, "");
-  g->outputs.push_back(node("Linear", {cls, w("wp", {kH, kH}), w("bp", {kH})},
-                            {{"activation", std::string("tanh")}}));
-  return g;
-}
+using nlohmann::json;
 
 struct Case {
   std::string name;
-  int64_t batch, seq;
-  std::vector<int64_t> lens;  // real tokens per sequence
+  int64_t batch = 0, seq = 0;
+  std::vector<int64_t> lengths;
+  std::vector<Tensor> inputs;  // in graph-input order
+  double flops = 0;
+};
+
+// Useful FLOPs of one forward: per layer the four GEMMs over real tokens and attention over each
+// sequence's real length, then the pooler and classifier on [CLS].
+double Flops(const json& cfg, const std::vector<int64_t>& lengths, int64_t labels) {
+  const double h = cfg["hidden_size"], f = cfg["intermediate_size"], l = cfg["num_hidden_layers"];
+  double total = 0;
+  for (int64_t n : lengths) {
+    total += l * (2.0 * n * (h * 3 * h + h * h + 2 * h * f) + 4.0 * n * n * h);
+    total += 2.0 * h * h + 2.0 * h * labels;
+  }
+  return total;
+}
+
+Result<std::vector<Case>> LoadCases(const std::string& dir, const ir::Graph& g, const json& cfg) {
+  std::ifstream f(dir + "/cases.json");
+  if (!f) return NotFoundError("cannot read {}/cases.json (made by make_bert_base_hf.py)", dir);
+  const json j = json::parse(f);
+  std::vector<Case> out;
+  for (const json& c : j["cases"]) {
+    Case cs;
+    cs.name = c["name"];
+    cs.batch = c["batch"];
+    cs.seq = c["seq"];
+    cs.lengths = c["lengths"].get<std::vector<int64_t>>();
+    cs.flops = Flops(cfg, cs.lengths, cfg.value("num_labels", 2));
+    for (int v : g.inputs) {
+      const std::string& name = g.values[v].name;
+      Tensor t(DType::kInt64, {cs.batch, cs.seq});
+      int64_t* p = t.data_as<int64_t>();
+      for (int64_t b = 0; b < cs.batch; ++b) {
+        for (int64_t s = 0; s < cs.seq; ++s) {
+          p[b * cs.seq + s] = c.contains(name) ? c[name][b][s].get<int64_t>() : 0;
+        }
+      }
+      cs.inputs.push_back(std::move(t));
+    }
+    out.push_back(std::move(cs));
+  }
+  return out;
+}
+
+struct Variant {
+  std::string name;
+  bool padding_free;
+  bool exact_gelu;
+  std::vector<std::string> cases;  // empty: all
 };
 
 int Main(int argc, char** argv) {
-  std::string json_path;
+  std::string json_path, model;
   int reps = 50;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
+    if (a == "--model" && i + 1 < argc) model = argv[++i];
+  }
+  if (model.empty()) {
+    std::fprintf(stderr, "usage: surge_cuda_bench --model DIR [--json FILE] [--reps N]\n");
+    return 2;
   }
   Status gpu = CudaDeviceAvailable();
   if (!gpu.ok()) {
     std::fprintf(stderr, "%s\n", gpu.ToString().c_str());
     return 2;
   }
-  std::mt19937 rng(2026);
-  auto graph = BertBase(rng);
-  std::vector<Case> cases = {{"1x32", 1, 32, {}},      {"1x128", 1, 128, {}},
-                             {"8x128", 8, 128, {}},    {"32x128", 32, 128, {}},
-                             {"128x64", 128, 64, {}},  {"128x128", 128, 128, {}},
-                             {"256x128", 256, 128, {}}};
-  // 64 posts, log-normal lengths (mean about 41, capped at 113), padded to the longest.
-  std::lognormal_distribution<double> ln(3.55, 0.45);
-  std::vector<int64_t> posts;
-  for (int i = 0; i < 64; ++i) posts.push_back(std::clamp<int64_t>(std::lround(ln(rng)), 4, 113));
-  const int64_t longest = *std::max_element(posts.begin(), posts.end());
-  double mean_len = 0;
-  for (int64_t l : posts) mean_len += l / 64.0;
-  cases.push_back({"64posts", 64, longest, posts});
+  std::ifstream cf(model + "/config.json");
+  const json cfg = json::parse(cf);
+  auto imported = import::ImportHuggingFace(model);
+  if (!imported.ok()) {
+    std::fprintf(stderr, "import: %s\n", imported.status().ToString().c_str());
+    return 1;
+  }
+  auto graph = std::make_shared<ir::Graph>(std::move(imported).value());
+  passes::PassReport pass_report;
+  Status opt = passes::Optimize(*graph, passes::PassOptions{}, &pass_report);
+  if (!opt.ok()) {
+    std::fprintf(stderr, "optimize: %s\n", opt.ToString().c_str());
+    return 1;
+  }
+  auto cases = LoadCases(model, *graph, cfg);
+  if (!cases.ok()) {
+    std::fprintf(stderr, "%s\n", cases.status().ToString().c_str());
+    return 1;
+  }
+  int logits = -1;
+  for (size_t i = 0; i < graph->outputs.size(); ++i) {
+    if (graph->values[graph->outputs[i]].name == "logits") logits = static_cast<int>(i);
+  }
+  if (logits < 0) {
+    std::fprintf(stderr, "the model has no 'logits' output\n");
+    return 1;
+  }
 
-  std::string json =
-      "{\"device\":\"H200\",\"model\":\"bert-base shape, random weights, fp16, pooled "
-      "output\",\"results\":[";
-  bool first = true;
-  for (bool padding_free : {true, false}) {
+  const std::vector<Variant> variants = {
+      {"padding-free", true, false, {}},
+      {"padded", false, false, {"64posts"}},
+      {"padding-free exact-gelu", true, true, {"1x128", "128x128", "64posts"}}};
+  json results = json::array();
+  for (const Variant& var : variants) {
     BuilderConfig c;
     c.backend = "cuda";
     c.precision = Precision::kFp16;
-    c.padding_free = padding_free;
-    for (const char* name : {"input_ids", "token_type_ids", "attention_mask"}) {
-      c.profile.inputs.push_back({name, {1, 1}, {32, 128}, {256, 128}});
+    c.padding_free = var.padding_free;
+    c.timing_cache_path = "surge_gemm_timing_cache.txt";  // later engines reuse the tunings
+    for (int v : graph->inputs) {
+      c.profile.inputs.push_back({graph->values[v].name, {1, 1}, {32, 128}, {256, 128}});
     }
+    if (var.exact_gelu) setenv("SURGE_CUDA_EXACT_GELU", "1", 1);
     auto backend = CreateCudaBackend();
     auto t0 = std::chrono::steady_clock::now();
     auto blob = backend->Lower(*graph, c);
+    unsetenv("SURGE_CUDA_EXACT_GELU");
     if (!blob.ok()) {
       std::fprintf(stderr, "lower: %s\n", blob.status().ToString().c_str());
       return 1;
@@ -137,75 +170,83 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "context: %s\n", ctx.status().ToString().c_str());
       return 1;
     }
-    std::printf("padding_free=%d: lower (GEMM tuning) %.2f s\n", padding_free, lower_s);
-    if (padding_free) std::printf("%s", (*engine)->Describe().substr(0, 400).c_str());
-    for (const Case& cs : cases) {
-      if (!padding_free && cs.name != "64posts") continue;  // padded differs only with padding
-      // One eager run with per-kernel-group device times logged (SURGE_CUDA_OP_TIMES), on a
-      // fresh context, for the shapes that show where time goes.
-      const bool breakdown = cs.name == "128x128" || cs.name == "1x128" || cs.name == "64posts";
-      Tensor ids(DType::kInt64, {cs.batch, cs.seq}), types(DType::kInt64, {cs.batch, cs.seq}),
-          mask(DType::kInt64, {cs.batch, cs.seq});
-      std::uniform_int_distribution<int64_t> id(1000, kVocab - 1);
-      int64_t real = 0;
-      for (int64_t b = 0; b < cs.batch; ++b) {
-        const int64_t len = cs.lens.empty() ? cs.seq : cs.lens[b];
-        for (int64_t s = 0; s < cs.seq; ++s) {
-          ids.data_as<int64_t>()[b * cs.seq + s] = s < len ? id(rng) : 0;
-          types.data_as<int64_t>()[b * cs.seq + s] = 0;
-          mask.data_as<int64_t>()[b * cs.seq + s] = s < len;
-          real += s < len;
-        }
+    std::printf("== %s: lower (GEMM tuning) %.2f s\n", var.name.c_str(), lower_s);
+    if (&var == &variants[0]) std::printf("%s", (*engine)->Describe().substr(0, 2400).c_str());
+    for (const Case& cs : *cases) {
+      if (!var.cases.empty() &&
+          std::find(var.cases.begin(), var.cases.end(), cs.name) == var.cases.end()) {
+        continue;
       }
-      std::vector<Tensor> in = {ids, types, mask}, out;
+      std::vector<Tensor> out;
       for (int i = 0; i < 5; ++i) {
-        Status st = (*ctx)->Execute(in, &out);
+        Status st = (*ctx)->Execute(cs.inputs, &out);
         if (!st.ok()) {
           std::fprintf(stderr, "%s: %s\n", cs.name.c_str(), st.ToString().c_str());
           return 1;
         }
       }
+      const Tensor result = out[logits].ToFloat32();
+      const bool breakdown = &var == &variants[0] &&
+                             (cs.name == "128x128" || cs.name == "1x128" || cs.name == "64posts");
       if (breakdown) {
-        // Eager (no CUDA graph) so each run records its marks; the second run is the warm one.
-        setenv("SURGE_CUDA_OP_TIMES", "1", 1);
-        setenv("SURGE_CUDA_GRAPHS", "0", 1);
-        auto probe = (*engine)->CreateContext();
-        unsetenv("SURGE_CUDA_OP_TIMES");
-        unsetenv("SURGE_CUDA_GRAPHS");
-        if (probe.ok()) {
-          (void)(*probe)->Execute(in, &out);
-          std::printf("%s padding_free=%d kernel breakdown (warm eager run):\n", cs.name.c_str(),
-                      padding_free);
+        // Per-kernel-group device times of a warm eager run (no CUDA graph), then the device
+        // time of the captured graph's replay; both logged by the backend (SURGE_CUDA_OP_TIMES).
+        for (const char* graphs : {"0", "1"}) {
+          setenv("SURGE_CUDA_OP_TIMES", "1", 1);
+          setenv("SURGE_CUDA_GRAPHS", graphs, 1);
+          auto probe = (*engine)->CreateContext();
+          unsetenv("SURGE_CUDA_OP_TIMES");
+          unsetenv("SURGE_CUDA_GRAPHS");
+          if (!probe.ok()) continue;
+          std::vector<Tensor> scratch;
+          (void)(*probe)->Execute(cs.inputs, &scratch);
+          std::printf("%s %s (warm run, CUDA graph %s):\n", cs.name.c_str(), var.name.c_str(),
+                      graphs[0] == '1' ? "replay" : "off: eager");
           std::fflush(stdout);
-          (void)(*probe)->Execute(in, &out);
+          for (int i = 0; i < (graphs[0] == '1' ? 3 : 1); ++i)
+            (void)(*probe)->Execute(cs.inputs, &scratch);
           std::fflush(stderr);
         }
       }
       std::vector<double> ms;
       for (int i = 0; i < reps; ++i) {
         auto a = std::chrono::steady_clock::now();
-        (void)(*ctx)->Execute(in, &out);
+        (void)(*ctx)->Execute(cs.inputs, &out);
         ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a)
                          .count());
       }
       std::sort(ms.begin(), ms.end());
       const double med = ms[ms.size() / 2];
+      int64_t real = 0;
+      for (int64_t l : cs.lengths) real += l;
       std::printf(
-          "%-8s padding_free=%d tokens %6lld/%6lld  median %8.3f ms  p10 %8.3f  p90 %8.3f  %9.0f "
-          "real tok/s\n",
-          cs.name.c_str(), padding_free, static_cast<long long>(real),
+          "%-8s %-24s tokens %6lld/%6lld  median %8.3f ms  p10 %8.3f  p90 %8.3f  %7.1f TFLOP/s\n",
+          cs.name.c_str(), var.name.c_str(), static_cast<long long>(real),
           static_cast<long long>(cs.batch * cs.seq), med, ms[ms.size() / 10],
-          ms[ms.size() * 9 / 10], real / med * 1000.0);
-      json += fmt::format(
-          "{}{{\"shape\":\"{}\",\"batch\":{},\"seq\":{},\"real_tokens\":{},\"padding_free\":{},"
-          "\"median_ms\":{:.4f},\"p10_ms\":{:.4f},\"p90_ms\":{:.4f},\"reps\":{}}}",
-          first ? "" : ",", cs.name, cs.batch, cs.seq, real, padding_free, med, ms[ms.size() / 10],
-          ms[ms.size() * 9 / 10], reps);
-      first = false;
+          ms[ms.size() * 9 / 10], cs.flops / med * 1e-9);
+      std::vector<float> lg(result.data_as<float>(), result.data_as<float>() + result.numel());
+      results.push_back({{"shape", cs.name},
+                         {"variant", var.name},
+                         {"padding_free", var.padding_free},
+                         {"exact_gelu", var.exact_gelu},
+                         {"batch", cs.batch},
+                         {"seq", cs.seq},
+                         {"real_tokens", real},
+                         {"flops", cs.flops},
+                         {"median_ms", med},
+                         {"p10_ms", ms[ms.size() / 10]},
+                         {"p90_ms", ms[ms.size() * 9 / 10]},
+                         {"reps", reps},
+                         {"lower_s", lower_s},
+                         {"logits", lg}});
     }
   }
-  json += fmt::format("],\"posts_mean_len\":{:.1f},\"posts_max_len\":{}}}\n", mean_len, longest);
-  if (!json_path.empty()) std::ofstream(json_path) << json;
+  json doc = {{"device", "H200"},
+              {"model",
+               "BertForSequenceClassification, BERT-base shape, random weights "
+               "(tools/bench/make_bert_base_hf.py), fp16"},
+              {"results", results}};
+  if (!json_path.empty()) std::ofstream(json_path) << doc.dump() << "\n";
   return 0;
 }
 

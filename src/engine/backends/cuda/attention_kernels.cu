@@ -1,59 +1,61 @@
-#include <mma.h>
-
 #include "engine/backends/cuda/attention_kernels.h"
 #include "engine/backends/cuda/device_math.cuh"
+#include "engine/backends/cuda/mma.cuh"
 
 namespace surge::engine::cuda {
 namespace {
 
-namespace wmma = nvcuda::wmma;
-
-constexpr int kBlockM = 64;  // queries per block (16 per warp)
+constexpr int kBlockM = 64;  // queries per block: 16 per warp
 constexpr int kBlockN = 64;  // keys per tile
-constexpr int kWarps = 4;
+constexpr int kWarps = kBlockM / 16;
 constexpr int kThreads = kWarps * 32;
+constexpr int kNTiles = kBlockN / 8;    // 8-key column tiles of S per warp
 constexpr float kMaskedScore = -1e30f;  // padding key: loses to any real key, ties with padding
 
-// Shared-memory layout; row pitches padded (by 16 bytes for 2-byte rows, 16 for floats) against
-// bank conflicts, and every WMMA pointer stays 32-byte aligned.
+// Shared memory: the Q tile and two K and two V tiles (double-buffered), rows padded by 16 bytes
+// so that the 8 row addresses of every ldmatrix fall in distinct banks.
 template <int D>
 struct Smem {
-  static constexpr int kLdT = D + 8;        // Q, K, V rows
-  static constexpr int kLdS = kBlockN + 4;  // float scores
-  static constexpr int kLdP = kBlockN + 8;  // probabilities
-  static constexpr int kLdO = D + 4;        // float output accumulators
+  static constexpr int kLd = D + 8;  // elements per row
+  static constexpr int kTile = kBlockM * kLd;
   static constexpr size_t kQ = 0;
-  static constexpr size_t kK = kQ + size_t{kBlockM} * kLdT * 2;
-  static constexpr size_t kV = kK + size_t{kBlockN} * kLdT * 2;
-  static constexpr size_t kS = kV + size_t{kBlockN} * kLdT * 2;
-  static constexpr size_t kP = kS + size_t{kBlockM} * kLdS * 4;
-  static constexpr size_t kO = kP + size_t{kBlockM} * kLdP * 2;
-  static constexpr size_t kBytes = kO + size_t{kBlockM} * kLdO * 4;
+  static constexpr size_t kK = kQ + size_t{kTile} * 2;
+  static constexpr size_t kV = kK + 2 * size_t{kTile} * 2;
+  static constexpr size_t kBytes = kV + 2 * size_t{kTile} * 2;
 };
 
-// Copies `rows` rows of D elements (row stride `stride` elements) into shared memory with 16-byte
-// accesses; rows at or past `valid` are zero-filled so masked products stay finite.
-template <typename T, int D>
-__device__ __forceinline__ void LoadTile(T* dst, const T* src, int64_t stride, int valid) {
-  constexpr int kVecPerRow = D / 8;
-  for (int i = threadIdx.x; i < kBlockM * kVecPerRow; i += kThreads) {
-    const int r = i / kVecPerRow, c = (i % kVecPerRow) * 8;
-    int4 v = make_int4(0, 0, 0, 0);
-    if (r < valid) v = *reinterpret_cast<const int4*>(src + r * stride + c);
-    *reinterpret_cast<int4*>(dst + r * Smem<D>::kLdT + c) = v;
+// Issues cp.async copies of `kBlockM` rows of D elements (row stride `stride` elements) into a
+// padded shared-memory tile; rows at or past `valid` are zero-filled (no global read), so masked
+// products stay finite.
+template <int D>
+__device__ __forceinline__ void LoadTileAsync(uint32_t dst, const void* src_base, int64_t stride,
+                                              int valid) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  static_assert(kBlockM * kChunks % kThreads == 0);
+  const char* src = static_cast<const char*>(src_base);
+#pragma unroll
+  for (int it = 0; it < kBlockM * kChunks / kThreads; ++it) {
+    const int i = threadIdx.x + it * kThreads;
+    const int r = i / kChunks, c = (i % kChunks) * 8;
+    const bool ok = r < valid;
+    const char* g = ok ? src + (r * stride + c) * 2 : src;
+    CpAsync16(dst + (r * Smem<D>::kLd + c) * 2, g, ok);
   }
 }
 
+// One block: kBlockM queries of one (sequence, head) against all of the sequence's keys.
+// Warp w owns queries q0 + 16w .. +15; in the m16n8 accumulator layout lane l holds rows
+// g = l/4 and g+8 and columns 2(l%4), +1 of every 8-column tile.
+// Head dims up to 64 fit four blocks per multiprocessor (128 registers a thread); 128 takes two.
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
+__global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKernel(AttentionArgs a) {
   using S = Smem<D>;
   extern __shared__ __align__(128) unsigned char smem[];
-  T* qs = reinterpret_cast<T*>(smem + S::kQ);
-  T* ks = reinterpret_cast<T*>(smem + S::kK);
-  T* vs = reinterpret_cast<T*>(smem + S::kV);
-  float* ss = reinterpret_cast<float*>(smem + S::kS);
-  T* ps = reinterpret_cast<T*>(smem + S::kP);
-  float* os = reinterpret_cast<float*>(smem + S::kO);
+  const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t q_smem = smem_base + S::kQ;
+  const uint32_t k_smem = smem_base + S::kK;
+  const uint32_t v_smem = smem_base + S::kV;
+  constexpr uint32_t kTileBytes = S::kTile * 2;
 
   const int b = blockIdx.z, head = blockIdx.y, q0 = blockIdx.x * kBlockM;
   const int64_t start = a.cu_seqlens ? a.cu_seqlens[b] : static_cast<int64_t>(b) * a.seq;
@@ -63,107 +65,170 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(AttentionArgs a) {
   const int64_t stride = 3 * static_cast<int64_t>(hidden);
   const T* base = static_cast<const T*>(a.qkv) + start * stride + head * D;
   const int32_t* kmask = (!a.cu_seqlens && a.key_mask) ? a.key_mask + b * a.seq : nullptr;
+  const int n_tiles = (len + kBlockN - 1) / kBlockN;
 
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int row = lane >> 1;  // this lane's row within the warp's 16 queries
-  const int half = lane & 1;  // which half of the row's columns it handles
-  T* qw = qs + warp * 16 * S::kLdT;
-  float* sw = ss + warp * 16 * S::kLdS;
-  T* pw = ps + warp * 16 * S::kLdP;
-  float* ow = os + warp * 16 * S::kLdO;
-
-  LoadTile<T, D>(qs, base + q0 * stride, stride, len - q0);
-  for (int i = lane; i < 16 * D; i += 32) ow[(i / D) * S::kLdO + i % D] = 0.f;
-  float m = -INFINITY, l = 0.f;
-  // exp(x) as exp2(x * log2 e): the scale folds into one multiply.
-  const float scale_log2 = a.scale * 1.4426950408889634f;
-  const float masked_log2 = kMaskedScore;
-
-  for (int k0 = 0; k0 < len; k0 += kBlockN) {
-    __syncthreads();  // previous tile's K/V reads done
-    LoadTile<T, D>(ks, base + k0 * stride + hidden, stride, len - k0);
-    LoadTile<T, D>(vs, base + k0 * stride + 2 * hidden, stride, len - k0);
-    __syncthreads();
-
-    // S = Q·Kᵀ for this warp's 16 queries × 64 keys.
-#pragma unroll
-    for (int j = 0; j < kBlockN / 16; ++j) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.f);
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
-        wmma::load_matrix_sync(fa, qw + kk * 16, S::kLdT);
-        wmma::load_matrix_sync(fb, ks + j * 16 * S::kLdT + kk * 16, S::kLdT);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(sw + j * 16, acc, S::kLdS, wmma::mem_row_major);
-    }
-    __syncwarp();
-
-    // Online softmax: each lane pair owns one query row.
-    float* srow = sw + row * S::kLdS + half * (kBlockN / 2);
-    float tile_max = -INFINITY;
-#pragma unroll 8
-    for (int c = 0; c < kBlockN / 2; ++c) {
-      const int key = k0 + half * (kBlockN / 2) + c;
-      float s;
-      if (key >= len) {
-        s = -INFINITY;
-      } else if (kmask && kmask[key] == 0) {
-        s = masked_log2;
-      } else {
-        s = srow[c] * scale_log2;
-      }
-      srow[c] = s;
-      tile_max = fmaxf(tile_max, s);
-    }
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-    const float m_new = fmaxf(m, tile_max);  // finite: the tile holds at least one key < len
-    const float corr = exp2f(m - m_new);
-    float sum = 0.f;
-    T* prow = pw + row * S::kLdP + half * (kBlockN / 2);
-#pragma unroll 8
-    for (int c = 0; c < kBlockN / 2; ++c) {
-      const float p = exp2f(srow[c] - m_new);
-      const T pt = FromFloat<T>(p);
-      prow[c] = pt;
-      sum += ToFloat(pt);  // the sum matches the rounded weights P·V uses
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    l = l * corr + sum;
-    m = m_new;
-    float* orow = ow + row * S::kLdO + half * (D / 2);
-#pragma unroll 8
-    for (int c = 0; c < D / 2; ++c) orow[c] *= corr;
-    __syncwarp();
-
-    // O += P·V.
-#pragma unroll
-    for (int j = 0; j < D / 16; ++j) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::load_matrix_sync(acc, ow + j * 16, S::kLdO, wmma::mem_row_major);
-#pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-        wmma::load_matrix_sync(fa, pw + kk * 16, S::kLdP);
-        wmma::load_matrix_sync(fb, vs + kk * 16 * S::kLdT + j * 16, S::kLdT);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(ow + j * 16, acc, S::kLdO, wmma::mem_row_major);
-    }
-    __syncwarp();
+  // Q, K0, V0 in group 0; K1, V1 in group 1; tile j+2 is issued once tile j is consumed.
+  LoadTileAsync<D>(q_smem, base + q0 * stride, stride, len - q0);
+  LoadTileAsync<D>(k_smem, base + hidden, stride, len);
+  LoadTileAsync<D>(v_smem, base + 2 * hidden, stride, len);
+  CpAsyncCommit();
+  if (n_tiles > 1) {
+    LoadTileAsync<D>(k_smem + kTileBytes, base + kBlockN * stride + hidden, stride, len - kBlockN);
+    LoadTileAsync<D>(v_smem + kTileBytes, base + kBlockN * stride + 2 * hidden, stride,
+                     len - kBlockN);
+    CpAsyncCommit();
   }
 
-  const int q = q0 + warp * 16 + row;
-  if (q < len) {
-    const float inv = 1.f / l;
-    const float* orow = ow + row * S::kLdO + half * (D / 2);
-    T* out = static_cast<T*>(a.out) + (start + q) * hidden + head * D + half * (D / 2);
-#pragma unroll 8
-    for (int c = 0; c < D / 2; ++c) out[c] = FromFloat<T>(orow[c] * inv);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  // ldmatrix row addresses: A operand (Q rows), non-transposed B (K rows), transposed B (V rows).
+  const int a_row = lane & 15, a_col = (lane >> 4) * 8;
+  const int kb_row = (lane & 7) + ((lane >> 4) << 3), kb_col = ((lane >> 3) & 1) * 8;
+  const int vb_row = (lane & 7) + (((lane >> 3) & 1) << 3), vb_col = (lane >> 4) * 8;
+
+  uint32_t qf[D / 16][4];
+  float o[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  // exp(x) as exp2(x * log2 e): the scale folds into one multiply.
+  const float scale_log2 = a.scale * 1.4426950408889634f;
+
+  for (int j = 0; j < n_tiles; ++j) {
+    if (j + 1 < n_tiles) {
+      CpAsyncWait<1>();
+    } else {
+      CpAsyncWait<0>();
+    }
+    __syncthreads();
+    if (j == 0) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        LdMatrixX4(qf[kk], q_smem + ((warp * 16 + a_row) * S::kLd + kk * 16 + a_col) * 2);
+      }
+    }
+    const uint32_t ks = k_smem + (j & 1) * kTileBytes;
+    const uint32_t vs = v_smem + (j & 1) * kTileBytes;
+    const int k0 = j * kBlockN;
+
+    // S = Q·Kᵀ, 16 queries × 64 keys per warp, float32.
+    float s[kNTiles][4];
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int np = 0; np < kNTiles / 2; ++np) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t kb[4];
+        LdMatrixX4(kb, ks + ((np * 16 + kb_row) * S::kLd + kk * 16 + kb_col) * 2);
+        Mma16816<T>(s[2 * np], qf[kk], kb[0], kb[1]);
+        Mma16816<T>(s[2 * np + 1], qf[kk], kb[2], kb[3]);
+      }
+    }
+
+    // Scale; keys past the sequence get -inf, padding keys (padded form) the masked score.
+    const bool edge = k0 + kBlockN > len;
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float v = s[n][e] * scale_log2;
+        if (edge || kmask) {
+          const int key = k0 + n * 8 + 2 * t + (e & 1);
+          if (key >= len) {
+            v = -INFINITY;
+          } else if (kmask && kmask[key] == 0) {
+            v = kMaskedScore;
+          }
+        }
+        s[n][e] = v;
+        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], v);
+      }
+    }
+    // Online softmax per row (lanes 4g..4g+3 share rows g and g+8). Every tile holds key k0 < len,
+    // so the new maximum is finite.
+    float corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float m_new = fmaxf(m[r], tile_max[r]);
+      corr[r] = exp2f(m[r] - m_new);
+      m[r] = m_new;
+      l[r] *= corr[r];
+    }
+    // P = exp2(S - m), rounded to T in the A-operand layout of P·V: the two 8-key tiles 2kk and
+    // 2kk+1 form the 16-key k-step kk. The row sums add the rounded weights P·V uses.
+    uint32_t pf[kBlockN / 16][4];
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) {
+      const float p0 = exp2f(s[n][0] - m[0]), p1 = exp2f(s[n][1] - m[0]);
+      const float p2 = exp2f(s[n][2] - m[1]), p3 = exp2f(s[n][3] - m[1]);
+      const uint32_t lo = PackPair<T>(p0, p1), hi = PackPair<T>(p2, p3);
+      l[0] += PairSum<T>(lo);
+      l[1] += PairSum<T>(hi);
+      pf[n >> 1][(n & 1) * 2] = lo;
+      pf[n >> 1][(n & 1) * 2 + 1] = hi;
+    }
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+      o[i][0] *= corr[0];
+      o[i][1] *= corr[0];
+      o[i][2] *= corr[1];
+      o[i][3] *= corr[1];
+    }
+    // O += P·V.
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t vb[4];
+        LdMatrixX4Trans(vb, vs + ((kk * 16 + vb_row) * S::kLd + dp * 16 + vb_col) * 2);
+        Mma16816<T>(o[2 * dp], pf[kk], vb[0], vb[1]);
+        Mma16816<T>(o[2 * dp + 1], pf[kk], vb[2], vb[3]);
+      }
+    }
+    __syncthreads();  // every warp is done with buffer j & 1
+    if (j + 2 < n_tiles) {
+      const int k2 = (j + 2) * kBlockN;
+      LoadTileAsync<D>(k_smem + (j & 1) * kTileBytes, base + k2 * stride + hidden, stride,
+                       len - k2);
+      LoadTileAsync<D>(v_smem + (j & 1) * kTileBytes, base + k2 * stride + 2 * hidden, stride,
+                       len - k2);
+      CpAsyncCommit();
+    }
+  }
+
+  // Normalise, stage this warp's 16 rows in its own (consumed) Q rows, then 16-byte stores.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    l[r] = 1.f / l[r];
+  }
+  T* stage = reinterpret_cast<T*>(smem + S::kQ) + warp * 16 * S::kLd;
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) {
+    const int c = i * 8 + 2 * t;
+    *reinterpret_cast<uint32_t*>(stage + g * S::kLd + c) =
+        PackPair<T>(o[i][0] * l[0], o[i][1] * l[0]);
+    *reinterpret_cast<uint32_t*>(stage + (g + 8) * S::kLd + c) =
+        PackPair<T>(o[i][2] * l[1], o[i][3] * l[1]);
+  }
+  __syncwarp();
+  constexpr int kChunks = D / 8;
+  T* out = static_cast<T*>(a.out) + head * D;
+  static_assert(16 * kChunks % 32 == 0);
+#pragma unroll
+  for (int it = 0; it < 16 * kChunks / 32; ++it) {
+    const int i = lane + it * 32;
+    const int r = i / kChunks, c = (i % kChunks) * 8;
+    const int q = q0 + warp * 16 + r;
+    if (q < len) {
+      *reinterpret_cast<int4*>(out + (start + q) * hidden + c) =
+          *reinterpret_cast<const int4*>(stage + r * S::kLd + c);
+    }
   }
 }
 
@@ -172,16 +237,18 @@ cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
   constexpr size_t kBytes = Smem<D>::kBytes;
   // Once per instantiation (and so never inside a CUDA-graph capture after the first eager run).
   static const cudaError_t attr = cudaFuncSetAttribute(
-      AttentionKernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+      FlashAttentionKernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
   if (attr != cudaSuccess) return attr;
   const dim3 grid((a.seq + kBlockM - 1) / kBlockM, a.num_heads, a.batch);
-  AttentionKernel<T, D><<<grid, kThreads, kBytes, stream>>>(a);
+  FlashAttentionKernel<T, D><<<grid, kThreads, kBytes, stream>>>(a);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t LaunchDim(const AttentionArgs& a, cudaStream_t stream) {
   switch (a.head_dim) {
+    case 16:
+      return Launch<T, 16>(a, stream);
     case 32:
       return Launch<T, 32>(a, stream);
     case 64:
@@ -191,12 +258,18 @@ cudaError_t LaunchDim(const AttentionArgs& a, cudaStream_t stream) {
   }
 }
 
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 }  // namespace
 
+bool AttentionHeadDimSupported(int head_dim) {
+  return head_dim == 16 || head_dim == 32 || head_dim == 64 || head_dim == 128;
+}
+
 bool AttentionCanImplement(const AttentionArgs& a) {
-  const bool dim_ok = a.head_dim == 32 || a.head_dim == 64 || a.head_dim == 128;
-  return dim_ok && a.batch >= 0 && a.seq >= 0 && a.num_heads > 0 && a.batch <= 65535 &&
-         a.num_heads <= 65535 && a.qkv && a.out && (reinterpret_cast<uintptr_t>(a.qkv) % 16) == 0;
+  return AttentionHeadDimSupported(a.head_dim) && a.batch >= 0 && a.seq >= 0 && a.num_heads > 0 &&
+         a.batch <= 65535 && a.num_heads <= 65535 && a.qkv && a.out && Aligned16(a.qkv) &&
+         Aligned16(a.out);
 }
 
 size_t AttentionWorkspaceSize(const AttentionArgs&) { return 0; }

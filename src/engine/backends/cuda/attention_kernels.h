@@ -1,6 +1,8 @@
 // Fused multi-head self-attention, flash-attention style: one pass over the keys per 64-query tile
-// with an online softmax (running max and sum in float32), Q·Kᵀ and P·V on tensor cores (WMMA
-// 16x16x16, FP16/BF16 operands, float32 accumulation). Scores never reach device memory.
+// with an online softmax in registers (running max and sum in float32), Q·Kᵀ and P·V on tensor
+// cores (mma.sync m16n8k16, FP16/BF16 operands, float32 accumulators in registers; Q held in
+// registers, K/V tiles double-buffered in shared memory through cp.async). Scores and
+// probabilities never reach memory; probabilities are rounded to the I/O type for P·V.
 //
 // Layout (the surge::Attention contract): QKV rows are [Q | K | V], each head-major, so head h of
 // token t reads qkv[t*3H + h*d .. +d] (Q), +H (K), +2H (V); output row t is [H] head-major.
@@ -21,7 +23,7 @@ struct AttentionArgs {
   int batch = 0;
   int seq = 0;  // padded: sequence length; packed: the longest sequence (grid size)
   int num_heads = 0;
-  int head_dim = 0;  // 32, 64 or 128
+  int head_dim = 0;  // 16, 32, 64 or 128
   float scale = 0.f;
   const int32_t* cu_seqlens = nullptr;  // [batch+1] or null (padded)
   const int32_t* key_mask = nullptr;    // padded only: [batch*seq] or null (all real)
@@ -29,6 +31,9 @@ struct AttentionArgs {
   void* out = nullptr;                  // [rows, num_heads*head_dim]
 };
 
+// Head dims the kernel is built for (16, 32, 64, 128).
+bool AttentionHeadDimSupported(int head_dim);
+// Also needs qkv and out 16-byte aligned.
 bool AttentionCanImplement(const AttentionArgs& args);
 size_t AttentionWorkspaceSize(const AttentionArgs& args);
 cudaError_t AttentionRun(const AttentionArgs& args, void* workspace, cudaStream_t stream);

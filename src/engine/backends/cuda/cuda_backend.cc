@@ -29,6 +29,7 @@ constexpr size_t kGemmWorkspaceBytes = 32u << 20;
 // every batch whose real-token count falls in the same bucket.
 constexpr int64_t kTokenBucket = 32;
 constexpr size_t kAlign = 256;
+constexpr size_t kPinnedOutputBytes = 4u << 20;
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -177,6 +178,10 @@ class CudaContext : public BackendContext {
   cublasLtHandle_t lt_ = nullptr;
   DevicePtr arena_, gemm_ws_, index_dev_, outputs_dev_;
   PinnedPtr index_host_;
+  // Pinned float32 copies of the small graph outputs (at most kPinnedOutputBytes each at the
+  // profile max), downloaded inside the captured graph; larger outputs are copied after it.
+  PinnedPtr outputs_host_;
+  std::vector<size_t> pinned_offset_;  // per graph output: offset in outputs_host_, or npos
   size_t reserved_ = 0;
   bool use_graphs_ = true;
   bool op_times_ = false;
@@ -312,6 +317,7 @@ Status CudaEngine::Init(std::shared_ptr<const ir::Graph> graph, std::span<const 
   }
   SURGE_ASSIGN_OR_RETURN(max_, ProfileShape(program_, config, true));
   tactics_ = std::move(b.tactics);
+  program_.exact_gelu = b.exact_gelu;
   for (LoweredOp& op : program_.ops) {
     if (op.kind == OpKind::kLinear) op.weight_nk = b.weights_nk.count(op.inputs[1]) > 0;
   }
@@ -358,11 +364,13 @@ Result<std::unique_ptr<BackendContext>> CudaEngine::CreateContext() {
 
 std::string CudaEngine::Describe() const {
   std::string s = fmt::format(
-      "cuda backend ({}), padding-free {}, profile max {}x{}\nweights {:.1f} MiB, activation "
+      "cuda backend ({}), padding-free {}, GELU {}, profile max {}x{}\nweights {:.1f} MiB, "
+      "activation "
       "arena {:.1f} MiB per context, output staging {:.1f} MiB, GEMM workspace {} MiB\n",
       program_.dtype == DataType::kF16 ? "fp16" : "bf16", program_.padding_free ? "on" : "off",
-      max_.batch, max_.seq, weights_bytes_ / 1048576.0, arena_bytes_ / 1048576.0,
-      outputs_bytes_ / 1048576.0, kGemmWorkspaceBytes >> 20);
+      program_.exact_gelu ? "exact (erf)" : "tanh form fused on token rows", max_.batch, max_.seq,
+      weights_bytes_ / 1048576.0, arena_bytes_ / 1048576.0, outputs_bytes_ / 1048576.0,
+      kGemmWorkspaceBytes >> 20);
   for (const LoweredOp& op : program_.ops) {
     const ir::Node& n = graph_->nodes[op.node];
     std::string kernel;
@@ -382,13 +390,14 @@ std::string CudaEngine::Describe() const {
             tuned += fmt::format(" rows~2^{}: {:.1f} us;", key.substr(prefix.size()), algo.time_us);
           }
         }
-        kernel = fmt::format("cublasLt gemm k={} n={} W{} epilogue={}{} tactics:{}", op.k, op.cols,
-                             op.weight_nk ? "[N,K]" : "[K,N]", static_cast<int>(d.epilogue),
+        kernel = fmt::format("cublasLt gemm k={} n={} W{} epilogue={}{}{} tactics:{}", op.k,
+                             op.cols, op.weight_nk ? "[N,K]" : "[K,N]",
+                             static_cast<int>(d.epilogue), d.residual ? " + residual (C)" : "",
                              extra ? " + bias_act" : "", tuned.empty() ? " heuristic" : tuned);
         break;
       }
       case OpKind::kLayerNorm:
-        kernel = "layer_norm";
+        kernel = op.fused_residual ? "layer_norm (skip added by the GEMM before it)" : "layer_norm";
         break;
       case OpKind::kSkipLayerNorm:
         kernel = "skip_layer_norm";
@@ -437,6 +446,19 @@ Status CudaContext::Init() {
   void* host = nullptr;
   SURGE_CUDA_RETURN_IF_ERROR(cudaMallocHost(&host, idx.bytes));
   index_host_.reset(host);
+  const ir::Graph& g = engine_->graph();
+  size_t pinned = 0;
+  for (int v : g.outputs) {
+    const ActivationInfo& a = engine_->program().activations.at(v);
+    const size_t bytes = RowsCap(a, mx) * a.cols * 4;
+    pinned_offset_.push_back(bytes <= kPinnedOutputBytes ? pinned : std::string::npos);
+    if (bytes <= kPinnedOutputBytes) pinned += AlignUp(bytes);
+  }
+  if (pinned > 0) {
+    void* out_host = nullptr;
+    SURGE_CUDA_RETURN_IF_ERROR(cudaMallocHost(&out_host, pinned));
+    outputs_host_.reset(out_host);
+  }
   const char* env = std::getenv("SURGE_CUDA_GRAPHS");
   use_graphs_ = !(env && std::string_view(env) == "0");
   const char* times = std::getenv("SURGE_CUDA_OP_TIMES");
@@ -502,6 +524,10 @@ Status CudaContext::RunOps(const RunShape& sh, bool capturing) {
   auto rows_of = [&](int v) {
     return prog.activations.at(v).domain == RowDomain::kTokens ? sh.token_rows : sh.batch;
   };
+  // The index arrays travel inside the graph too: a replay reads the pinned block as the host
+  // left it for this request.
+  SURGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(index_dev_.get(), index_host_.get(), idx.bytes,
+                                             cudaMemcpyHostToDevice, stream_));
   for (size_t i = 0; i < prog.ops.size(); ++i) {
     const LoweredOp& op = prog.ops[i];
     auto in = [&](size_t k) { return k < op.inputs.size() ? op.inputs[k] : -1; };
@@ -644,6 +670,11 @@ Status CudaContext::RunOps(const RunShape& sh, bool capturing) {
     }
     SURGE_CUDA_RETURN_IF_ERROR(
         ConvertToFloat32(dt, src, reinterpret_cast<float*>(staging), rows * info.cols, stream_));
+    if (pinned_offset_[o] != std::string::npos) {
+      SURGE_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(static_cast<char*>(outputs_host_.get()) + pinned_offset_[o], staging,
+                          rows * info.cols * 4, cudaMemcpyDeviceToHost, stream_));
+    }
   }
   Mark("end", capturing);
   return Status::Ok();
@@ -748,12 +779,12 @@ Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>*
     for (int64_t b = 0; b < B; ++b) cls[b] = static_cast<int32_t>(b * S);
     if (!mask.empty()) std::memcpy(hidx(idx.key_mask), mask.data(), BS * 4);
   }
-  SURGE_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(index_dev_.get(), host, idx.bytes, cudaMemcpyHostToDevice, stream_));
 
   auto it = graphs_.find(sh);
   if (it != graphs_.end()) {
+    if (op_times_) Mark("graph_replay", false);
     SURGE_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, stream_));
+    if (op_times_) Mark("end", false);
   } else {
     SURGE_RETURN_IF_ERROR(RunOps(sh, false));
     if (use_graphs_ && !uncapturable_.count(sh)) {
@@ -766,6 +797,12 @@ Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>*
         Status run = RunOps(sh, true);
         Status end = CudaStatus(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
         st = !run.ok() ? run : end;
+      }
+      if (st.ok() && op_times_) {
+        size_t nodes = 0;
+        cudaGraphGetNodes(graph, nullptr, &nodes);
+        SURGE_LOG_INFO("cuda: captured {}x{} ({} token rows) as a CUDA graph of {} nodes", B, S,
+                       sh.token_rows, nodes);
       }
       if (st.ok()) st = CudaStatus(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
       if (graph) cudaGraphDestroy(graph);
@@ -785,13 +822,22 @@ Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>*
     const ActivationInfo& info = prog.activations.at(v);
     Shape shape = info.domain == RowDomain::kTokens ? Shape{B, S, info.cols} : Shape{B, info.cols};
     Tensor f(DType::kFloat32, shape);
-    const char* staging =
-        static_cast<const char*>(outputs_dev_.get()) + engine_->output_offsets()[o];
-    SURGE_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(f.data(), staging, f.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    if (pinned_offset_[o] == std::string::npos) {
+      const char* staging =
+          static_cast<const char*>(outputs_dev_.get()) + engine_->output_offsets()[o];
+      SURGE_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(f.data(), staging, f.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    }
     outputs->push_back(std::move(f));
   }
   SURGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  for (size_t o = 0; o < g.outputs.size(); ++o) {
+    if (pinned_offset_[o] != std::string::npos) {
+      std::memcpy((*outputs)[o].data(),
+                  static_cast<const char*>(outputs_host_.get()) + pinned_offset_[o],
+                  (*outputs)[o].nbytes());
+    }
+  }
   LogOpTimes();
   for (size_t o = 0; o < g.outputs.size(); ++o) {
     const DType want = g.values[g.outputs[o]].dtype;
@@ -810,9 +856,12 @@ class CudaBackend : public Backend {
 
   Result<std::string> Lower(const ir::Graph& graph, const BuilderConfig& config) override {
     SURGE_ASSIGN_OR_RETURN(Program p, AnalyzeGraph(graph, config));
+    const char* exact = std::getenv("SURGE_CUDA_EXACT_GELU");
+    p.exact_gelu = exact && std::string_view(exact) == "1";
     Blob blob;
     blob.dtype = p.dtype;
     blob.padding_free = config.padding_free;
+    blob.exact_gelu = p.exact_gelu;
     SURGE_ASSIGN_OR_RETURN(Extent opt, ProfileShape(p, config, false));
     SURGE_ASSIGN_OR_RETURN(Extent max, ProfileShape(p, config, true));
     Status gpu = CudaDeviceAvailable();
@@ -876,9 +925,15 @@ class CudaBackend : public Backend {
       nk[w] = op.weight_nk;
       blob->tactics[TacticKey(op.weight_nk ? nk_desc : kn)] = op.weight_nk ? *nk_algo : *kn_algo;
     }
-    for (auto [tokens, batch] : {std::pair<int64_t, int64_t>{opt.batch * opt.seq, opt.batch},
-                                 {opt.seq, 1},
-                                 {max.batch * max.seq, max.batch}}) {
+    // The opt shape, one sequence and the max shape first (their buckets keep those tunings),
+    // then every other power-of-two bucket up to the max, so that ragged batches (whose packed
+    // row counts fall anywhere) get measured tactics too.
+    std::vector<std::pair<int64_t, int64_t>> shapes = {
+        {opt.batch * opt.seq, opt.batch}, {opt.seq, 1}, {max.batch * max.seq, max.batch}};
+    for (int64_t rows = 32; rows <= max.batch * max.seq; rows *= 2) {
+      shapes.push_back({rows, std::min(rows, max.batch)});
+    }
+    for (auto [tokens, batch] : shapes) {
       for (const GemmDesc& d : LinearGemms(*p, tokens, batch)) {
         if (!st.ok()) break;
         const std::string key = TacticKey(d);

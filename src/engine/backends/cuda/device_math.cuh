@@ -46,6 +46,101 @@ __device__ __forceinline__ float BlockSum(float v, float* scratch) {
   return total;
 }
 
+// Loads/stores 8 consecutive elements (16 bytes) as float.
+template <typename T>
+__device__ __forceinline__ void Load8(const T* p, float (&v)[8]) {
+  alignas(16) T raw[8];
+  *reinterpret_cast<int4*>(raw) = *reinterpret_cast<const int4*>(p);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) v[j] = ToFloat(raw[j]);
+}
+template <typename T>
+__device__ __forceinline__ void Store8(T* p, const float (&v)[8]) {
+  alignas(16) T raw[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) raw[j] = FromFloat<T>(v[j]);
+  *reinterpret_cast<int4*>(p) = *reinterpret_cast<const int4*>(raw);
+}
+
+// LayerNorm of one row held by one warp: lane l owns the 8-column chunks c = (i*32 + l)*8 < cols,
+// i < N, in v[i] (float32 sums). Mean, then the centred variance, both by warp shuffles; writes
+// y = (v - mean) * rsqrt(var + eps) * gamma + beta with 16-byte stores.
+template <typename T, int N>
+__device__ __forceinline__ void WarpLayerNormStore(float (&v)[N][8], int cols, int lane,
+                                                   const float* gamma, const float* beta,
+                                                   float epsilon, T* y) {
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if ((i * 32 + lane) * 8 < cols) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) sum += v[i][j];
+    }
+  }
+  const float mean = WarpSum(sum) / static_cast<float>(cols);
+  float sq = 0.f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if ((i * 32 + lane) * 8 < cols) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float d = v[i][j] - mean;
+        sq += d * d;
+      }
+    }
+  }
+  const float inv = rsqrtf(WarpSum(sq) / static_cast<float>(cols) + epsilon);
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int c = (i * 32 + lane) * 8;
+    if (c < cols) {
+      const float4 g0 = *reinterpret_cast<const float4*>(gamma + c);
+      const float4 g1 = *reinterpret_cast<const float4*>(gamma + c + 4);
+      const float4 b0 = *reinterpret_cast<const float4*>(beta + c);
+      const float4 b1 = *reinterpret_cast<const float4*>(beta + c + 4);
+      const float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+      const float bs[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+      float out[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) out[j] = (v[i][j] - mean) * inv * gs[j] + bs[j];
+      Store8(y + c, out);
+    }
+  }
+}
+
+// Chunks per lane for the warp-per-row kernels: the instantiated count that covers `cols`
+// (cols % 8 == 0, cols <= 4096), or 0 when none does.
+__host__ __device__ inline int WarpRowChunks(int cols) {
+  const int need = (cols + 255) / 256;
+  for (int n : {1, 2, 3, 4, 6, 8, 12, 16}) {
+    if (n >= need) return n;
+  }
+  return 0;
+}
+
+// Runs `f.template operator()<N>()` for the chunk count N (one of WarpRowChunks' values).
+template <typename F>
+__host__ inline auto DispatchChunks(int n, F&& f) {
+  switch (n) {
+    case 1:
+      return f.template operator()<1>();
+    case 2:
+      return f.template operator()<2>();
+    case 3:
+      return f.template operator()<3>();
+    case 4:
+      return f.template operator()<4>();
+    case 6:
+      return f.template operator()<6>();
+    case 8:
+      return f.template operator()<8>();
+    case 12:
+      return f.template operator()<12>();
+    default:
+      return f.template operator()<16>();
+  }
+}
+
 __device__ __forceinline__ float GeluErf(float x) {
   return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
 }

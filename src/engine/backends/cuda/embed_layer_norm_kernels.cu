@@ -6,18 +6,60 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxPerThread = 16;
+constexpr int kRowsPerBlock = 4;  // warp-per-row path
+
+// The word, position and type (or null) embedding rows of output row `row`.
+template <typename T>
+struct EmbedRows {
+  const T *word, *pos, *type;
+  __device__ EmbedRows(const EmbedLayerNormArgs& a, int64_t row) {
+    const int64_t tok = a.row_index ? a.row_index[row] : row;
+    const int64_t h = a.hidden;
+    word = static_cast<const T*>(a.word_emb) + a.input_ids[tok] * h;
+    pos = static_cast<const T*>(a.pos_emb) + a.positions[tok] * h;
+    type = a.type_emb ? static_cast<const T*>(a.type_emb) + (a.type_ids ? a.type_ids[tok] : 0) * h
+                      : nullptr;
+  }
+};
+
+// One warp per output row, 16-byte gathers of the word, position and type rows (hidden % 8 == 0).
+template <typename T, int N>
+__global__ void __launch_bounds__(kRowsPerBlock * 32)
+    EmbedLayerNormWarpKernel(EmbedLayerNormArgs a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
+  if (row >= a.rows) return;
+  const int h = a.hidden;
+  const EmbedRows<T> rows(a, row);
+  const T *w = rows.word, *p = rows.pos, *t = rows.type;
+  float v[N][8];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int c = (i * 32 + lane) * 8;
+    if (c < h) {
+      float pv[8];
+      Load8(w + c, v[i]);
+      Load8(p + c, pv);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[i][j] += pv[j];
+      if (t) {
+        float tv[8];
+        Load8(t + c, tv);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[i][j] += tv[j];
+      }
+    }
+  }
+  WarpLayerNormStore<T, N>(v, h, lane, a.gamma, a.beta, a.epsilon, static_cast<T*>(a.y) + row * h);
+}
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) EmbedLayerNormKernel(EmbedLayerNormArgs a) {
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
-  const int64_t tok = a.row_index ? a.row_index[row] : row;
   const int h = a.hidden;
-  const T* w = static_cast<const T*>(a.word_emb) + static_cast<int64_t>(a.input_ids[tok]) * h;
-  const T* p = static_cast<const T*>(a.pos_emb) + static_cast<int64_t>(a.positions[tok]) * h;
-  const T* t = a.type_emb ? static_cast<const T*>(a.type_emb) +
-                                static_cast<int64_t>(a.type_ids ? a.type_ids[tok] : 0) * h
-                          : nullptr;
+  const EmbedRows<T> rows(a, row);
+  const T *w = rows.word, *p = rows.pos, *t = rows.type;
   float v[kMaxPerThread];
   float local = 0.f;
 #pragma unroll
@@ -56,15 +98,33 @@ bool EmbedLayerNormCanImplement(const EmbedLayerNormArgs& a) {
 
 size_t EmbedLayerNormWorkspaceSize(const EmbedLayerNormArgs&) { return 0; }
 
-cudaError_t EmbedLayerNormRun(const EmbedLayerNormArgs& a, void*, cudaStream_t stream) {
-  if (a.rows == 0) return cudaSuccess;
-  const dim3 grid(static_cast<unsigned>(a.rows));
-  if (a.dtype == DataType::kF16) {
-    EmbedLayerNormKernel<__half><<<grid, kThreads, 0, stream>>>(a);
+namespace {
+
+bool Aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <typename T>
+cudaError_t Launch(const EmbedLayerNormArgs& a, cudaStream_t stream) {
+  const bool vec = a.hidden % 8 == 0 && WarpRowChunks(a.hidden) > 0 && Aligned16(a.word_emb) &&
+                   Aligned16(a.pos_emb) && Aligned16(a.type_emb) && Aligned16(a.gamma) &&
+                   Aligned16(a.beta) && Aligned16(a.y);
+  if (vec) {
+    const dim3 grid(static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock));
+    DispatchChunks(WarpRowChunks(a.hidden), [&]<int N>() {
+      EmbedLayerNormWarpKernel<T, N><<<grid, kRowsPerBlock * 32, 0, stream>>>(a);
+      return 0;
+    });
   } else {
-    EmbedLayerNormKernel<__nv_bfloat16><<<grid, kThreads, 0, stream>>>(a);
+    EmbedLayerNormKernel<T><<<static_cast<unsigned>(a.rows), kThreads, 0, stream>>>(a);
   }
   return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t EmbedLayerNormRun(const EmbedLayerNormArgs& a, void*, cudaStream_t stream) {
+  if (a.rows == 0) return cudaSuccess;
+  if (a.dtype == DataType::kF16) return Launch<__half>(a, stream);
+  return Launch<__nv_bfloat16>(a, stream);
 }
 
 }  // namespace surge::engine::cuda

@@ -12,10 +12,19 @@
 #include <vector>
 
 #include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/delay_kernels.h"
 #include "engine/backends/cuda/pack_kernels.h"
 
 namespace surge::engine::cuda {
 namespace {
+
+// GEMMs with at most this many rows and a weight of at least kSplitKMinWeights elements get a
+// wider tactic search, split-K variants included.
+constexpr int64_t kSmallGemmRows = 4096;
+constexpr int64_t kSplitKMinWeights = 512 * 512;
+// Tactic timing: device time per sample, and the delay queued ahead of each queued run.
+constexpr float kSampleUs = 300.f;
+constexpr int64_t kDelayPerRunNs = 12000;
 
 cudaDataType_t CudaType(DataType t) { return t == DataType::kF16 ? CUDA_R_16F : CUDA_R_16BF; }
 
@@ -197,9 +206,63 @@ Result<std::vector<GemmAlgo>> GemmHeuristics(cublasLtHandle_t handle, const Gemm
   return r;
 }
 
+namespace {
+
+// Copies of the split-K-capable candidates with K split 2, 4 and 8 ways (each part at least 128
+// deep).
+std::vector<GemmAlgo> SplitKVariants(const GemmDesc& desc, const std::vector<GemmAlgo>& cands) {
+  std::vector<GemmAlgo> out;
+  for (const GemmAlgo& c : cands) {
+    int32_t support = 0, current = 1;
+    uint32_t schemes = 0;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&c.algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &support,
+                                          sizeof(support), &written) != CUBLAS_STATUS_SUCCESS ||
+        !support) {
+      continue;
+    }
+    cublasLtMatmulAlgoCapGetAttribute(&c.algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes,
+                                      sizeof(schemes), &written);
+    cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &current,
+                                         sizeof(current), &written);
+    if (current > 1) continue;
+    // float32 partial sums where offered, so splitting K adds no FP16 rounding.
+    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+    for (uint32_t s : {uint32_t{CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE},
+                       uint32_t{CUBLASLT_REDUCTION_SCHEME_INPLACE}}) {
+      if (schemes & s) {
+        scheme = s;
+        break;
+      }
+    }
+    if (scheme == CUBLASLT_REDUCTION_SCHEME_NONE) continue;
+    for (int32_t split : {2, 4, 8}) {
+      if (desc.k / split < 128) break;
+      GemmAlgo v = c;
+      if (cublasLtMatmulAlgoConfigSetAttribute(&v.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split,
+                                               sizeof(split)) != CUBLAS_STATUS_SUCCESS ||
+          cublasLtMatmulAlgoConfigSetAttribute(&v.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                               &scheme, sizeof(scheme)) != CUBLAS_STATUS_SUCCESS) {
+        continue;
+      }
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t ws_bytes,
                           cudaStream_t stream) {
-  SURGE_ASSIGN_OR_RETURN(auto cands, GemmHeuristics(handle, desc, ws_bytes, 8));
+  // Few rows leave most multiprocessors idle with cuBLASLt's usual tiles: look wider and try
+  // splitting K across CTAs as well.
+  const bool small = desc.m <= kSmallGemmRows && desc.n * desc.k >= kSplitKMinWeights;
+  SURGE_ASSIGN_OR_RETURN(auto cands, GemmHeuristics(handle, desc, ws_bytes, small ? 16 : 12));
+  if (small) {
+    std::vector<GemmAlgo> split = SplitKVariants(desc, cands);
+    cands.insert(cands.end(), split.begin(), split.end());
+  }
   // Random operands (never zeros: they can run faster than real data).
   const int64_t n_x = desc.m * desc.k, n_w = desc.k * desc.n, n_y = desc.m * desc.n;
   const int64_t n_max = std::max({n_x, n_w, n_y});
@@ -247,16 +310,27 @@ Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t 
             !plan.Run(handle, buf[0], buf[1], buf[2], buf[3], buf[4], ws, ws_bytes, stream).ok();
       }
       if (failed) continue;
-      std::vector<float> times;
-      for (int i = 0; i < 10; ++i) {
+      // One run for an estimate, then samples of `reps` back-to-back runs queued behind a delay
+      // kernel, so small GEMMs are timed at the device's pace, as in a CUDA-graph replay.
+      auto sample = [&](int reps) -> Result<float> {
+        SURGE_CUDA_RETURN_IF_ERROR(DelayRun({kDelayPerRunNs * (reps + 2)}, nullptr, stream));
         SURGE_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev0, stream));
-        SURGE_RETURN_IF_ERROR(
-            plan.Run(handle, buf[0], buf[1], buf[2], buf[3], buf[4], ws, ws_bytes, stream));
+        for (int i = 0; i < reps; ++i) {
+          SURGE_RETURN_IF_ERROR(
+              plan.Run(handle, buf[0], buf[1], buf[2], buf[3], buf[4], ws, ws_bytes, stream));
+        }
         SURGE_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev1, stream));
         SURGE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ev1));
         float ms = 0;
         SURGE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, ev0, ev1));
-        times.push_back(ms * 1000.f);
+        return ms * 1000.f / reps;
+      };
+      SURGE_ASSIGN_OR_RETURN(const float estimate, sample(1));
+      const int reps = std::clamp(static_cast<int>(kSampleUs / std::max(estimate, 1.f)), 2, 24);
+      std::vector<float> times;
+      for (int i = 0; i < 3; ++i) {
+        SURGE_ASSIGN_OR_RETURN(const float us, sample(reps));
+        times.push_back(us);
       }
       std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
       const float med = times[times.size() / 2];

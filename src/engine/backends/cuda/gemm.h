@@ -76,8 +76,10 @@ class GemmPlan {
 Result<std::vector<GemmAlgo>> GemmHeuristics(cublasLtHandle_t handle, const GemmDesc& desc,
                                              size_t workspace_bytes, int max_candidates);
 
-// Times the top heuristic candidates on random operands of `desc`'s shape (CUDA events, median
-// of several runs after a warm-up) and returns the fastest. Needs a GPU.
+// Times the top heuristic candidates (with split-K variants when few rows meet a large weight) on
+// random operands of `desc`'s shape and returns the fastest. Each sample is a run of back-to-back
+// launches queued behind a delay kernel and timed with CUDA events (median of three), so the
+// time is the device's, as in a CUDA-graph replay, not the host's launch rate. Needs a GPU.
 Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t workspace_bytes,
                           cudaStream_t stream);
 

@@ -5,79 +5,92 @@ namespace surge::engine::cuda {
 namespace {
 
 constexpr int kMaxCols = 4096;
+constexpr int kRowsPerBlock = 4;  // one warp per row
 
-// One block per row; each thread holds V consecutive columns in registers (V == 8: one 16-byte
-// access per tensor, the block sized to the row), so the row is read once and the two statistics
-// passes (mean, then centred variance) run on registers.
-template <typename T, int V, int kPerThread>
-__global__ void LayerNormKernel(LayerNormArgs a) {
+// One warp per row, 16-byte accesses: lane l holds the 8-column chunks (i*32 + l)*8 of x (+ skip
+// + bias) as float32, every load of the row issued before the first use; statistics by warp
+// shuffles (no block barrier).
+template <typename T, int N>
+__global__ void __launch_bounds__(kRowsPerBlock * 32) LayerNormWarpKernel(LayerNormArgs a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
+  if (row >= a.rows) return;
+  const int cols = a.cols;
+  const T* x = static_cast<const T*>(a.x) + row * cols;
+  const T* skip = a.skip ? static_cast<const T*>(a.skip) + row * cols : nullptr;
+  const T* bias = static_cast<const T*>(a.bias);
+  float v[N][8];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int c = (i * 32 + lane) * 8;
+    if (c < cols) {
+      Load8(x + c, v[i]);
+      if (skip) {
+        float s[8];
+        Load8(skip + c, s);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[i][j] += s[j];
+      }
+      if (bias) {
+        float bs[8];
+        Load8(bias + c, bs);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[i][j] += bs[j];
+      }
+    }
+  }
+  if (a.sum_out) {
+    T* sum_out = static_cast<T*>(a.sum_out) + row * cols;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const int c = (i * 32 + lane) * 8;
+      if (c < cols) Store8(sum_out + c, v[i]);
+    }
+  }
+  WarpLayerNormStore<T, N>(v, cols, lane, a.gamma, a.beta, a.epsilon,
+                           static_cast<T*>(a.y) + row * cols);
+}
+
+// Any column count: one block per row, one column per thread per step (the path for rows that
+// are not a multiple of 8 columns or not 16-byte aligned).
+template <typename T, int kPerThread>
+__global__ void LayerNormScalarKernel(LayerNormArgs a) {
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const int cols = a.cols;
   const T* x = static_cast<const T*>(a.x) + row * cols;
   const T* skip = a.skip ? static_cast<const T*>(a.skip) + row * cols : nullptr;
   const T* bias = static_cast<const T*>(a.bias);
-  float v[kPerThread * V];
+  float v[kPerThread];
   float local = 0.f;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    const int c = (threadIdx.x + i * blockDim.x) * V;
-#pragma unroll
-    for (int j = 0; j < V; ++j) v[i * V + j] = 0.f;
+    const int c = threadIdx.x + i * blockDim.x;
+    v[i] = 0.f;
     if (c < cols) {
-      alignas(16) T xs[V], ss[V], bs[V];
-      if constexpr (V == 8) {
-        *reinterpret_cast<int4*>(xs) = *reinterpret_cast<const int4*>(x + c);
-        if (skip) *reinterpret_cast<int4*>(ss) = *reinterpret_cast<const int4*>(skip + c);
-        if (bias) *reinterpret_cast<int4*>(bs) = *reinterpret_cast<const int4*>(bias + c);
-      } else {
-        xs[0] = x[c];
-        if (skip) ss[0] = skip[c];
-        if (bias) bs[0] = bias[c];
-      }
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        float t = ToFloat(xs[j]);
-        if (skip) t += ToFloat(ss[j]);
-        if (bias) t += ToFloat(bs[j]);
-        v[i * V + j] = t;
-        local += t;
-      }
+      float t = ToFloat(x[c]);
+      if (skip) t += ToFloat(skip[c]);
+      if (bias) t += ToFloat(bias[c]);
+      v[i] = t;
+      local += t;
     }
   }
   const float mean = BlockSum(local, scratch) / static_cast<float>(cols);
   local = 0.f;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    const int c = (threadIdx.x + i * blockDim.x) * V;
-    if (c < cols) {
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const float d = v[i * V + j] - mean;
-        local += d * d;
-      }
-    }
+    const int c = threadIdx.x + i * blockDim.x;
+    if (c < cols) local += (v[i] - mean) * (v[i] - mean);
   }
   const float inv = rsqrtf(BlockSum(local, scratch) / static_cast<float>(cols) + a.epsilon);
   T* y = static_cast<T*>(a.y) + row * cols;
   T* sum_out = a.sum_out ? static_cast<T*>(a.sum_out) + row * cols : nullptr;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    const int c = (threadIdx.x + i * blockDim.x) * V;
+    const int c = threadIdx.x + i * blockDim.x;
     if (c < cols) {
-      alignas(16) T ys[V], sums[V];
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        sums[j] = FromFloat<T>(v[i * V + j]);
-        ys[j] = FromFloat<T>((v[i * V + j] - mean) * inv * a.gamma[c + j] + a.beta[c + j]);
-      }
-      if constexpr (V == 8) {
-        *reinterpret_cast<int4*>(y + c) = *reinterpret_cast<const int4*>(ys);
-        if (sum_out) *reinterpret_cast<int4*>(sum_out + c) = *reinterpret_cast<const int4*>(sums);
-      } else {
-        y[c] = ys[0];
-        if (sum_out) sum_out[c] = sums[0];
-      }
+      if (sum_out) sum_out[c] = FromFloat<T>(v[i]);
+      y[c] = FromFloat<T>((v[i] - mean) * inv * a.gamma[c] + a.beta[c]);
     }
   }
 }
@@ -86,15 +99,17 @@ bool Aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_
 
 template <typename T>
 cudaError_t Launch(const LayerNormArgs& a, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(a.rows));
   const bool vec = a.cols % 8 == 0 && Aligned16(a.x) && Aligned16(a.skip) && Aligned16(a.bias) &&
-                   Aligned16(a.y) && Aligned16(a.sum_out);
+                   Aligned16(a.y) && Aligned16(a.sum_out) && Aligned16(a.gamma) &&
+                   Aligned16(a.beta) && WarpRowChunks(a.cols) > 0;
   if (vec) {
-    // cols/8 threads (rounded up to whole warps), one 8-column chunk each.
-    const int threads = (a.cols / 8 + 31) / 32 * 32;
-    LayerNormKernel<T, 8, 1><<<grid, threads, 0, stream>>>(a);
+    const dim3 grid(static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock));
+    DispatchChunks(WarpRowChunks(a.cols), [&]<int N>() {
+      LayerNormWarpKernel<T, N><<<grid, kRowsPerBlock * 32, 0, stream>>>(a);
+      return 0;
+    });
   } else {
-    LayerNormKernel<T, 1, kMaxCols / 256><<<grid, 256, 0, stream>>>(a);
+    LayerNormScalarKernel<T, kMaxCols / 256><<<static_cast<unsigned>(a.rows), 256, 0, stream>>>(a);
   }
   return cudaGetLastError();
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/backends/cuda/attention_kernels.h"
 #include "engine/ir/op_schema.h"
 
 namespace surge::engine::cuda {
@@ -64,6 +65,46 @@ class Reader {
   std::span<const uint8_t> b_;
   size_t pos_ = 0;
 };
+
+// Residual through the GEMM: Linear(X, W, b) -> SkipLayerNorm(that, skip, gamma, beta, bias?)
+// becomes Linear(X, W, b + bias, R = skip) -> LayerNorm(that, gamma, beta) when the Linear has
+// no activation and no residual, its output has no other reader, and the sum output is unused.
+void FuseResiduals(const ir::Graph& g, Program* p) {
+  std::map<int, int> uses;  // value -> readers (ops and graph outputs)
+  std::map<int, size_t> producer;
+  for (size_t i = 0; i < p->ops.size(); ++i) {
+    for (int v : p->ops[i].inputs) {
+      if (v >= 0) ++uses[v];
+    }
+    for (int v : p->ops[i].outputs) {
+      if (v >= 0) producer[v] = i;
+    }
+  }
+  for (int v : g.outputs) ++uses[v];
+  for (LoweredOp& ln : p->ops) {
+    if (ln.kind != OpKind::kSkipLayerNorm) continue;
+    const int sum_out = ln.outputs.size() > 1 ? ln.outputs[1] : -1;
+    if (sum_out >= 0 && uses[sum_out] > 0) continue;
+    const int bias = ln.inputs.size() > 4 ? ln.inputs[4] : -1;
+    for (int side = 0; side < 2; ++side) {
+      const int x = ln.inputs[side], skip = ln.inputs[1 - side];
+      auto it = producer.find(x);
+      if (it == producer.end() || uses[x] != 1) continue;
+      LoweredOp& lin = p->ops[it->second];
+      if (lin.kind != OpKind::kLinear || lin.activation != Activation::kNone) continue;
+      lin.inputs.resize(4, -1);
+      if (lin.inputs[3] >= 0 || (bias >= 0 && lin.inputs[2] >= 0)) continue;
+      if (bias >= 0) lin.inputs[2] = bias;
+      lin.inputs[3] = skip;
+      lin.fused_residual = true;
+      ln.kind = OpKind::kLayerNorm;
+      ln.inputs = {x, ln.inputs[2], ln.inputs[3]};
+      ln.outputs.resize(1);
+      ln.fused_residual = true;
+      break;
+    }
+  }
+}
 
 }  // namespace
 
@@ -221,8 +262,8 @@ Result<Program> AnalyzeGraph(const ir::Graph& g, const BuilderConfig& config) {
       }
       op.cols = three_h / 3;
       op.head_dim = op.cols / op.num_heads;
-      if (op.head_dim != 32 && op.head_dim != 64 && op.head_dim != 128) {
-        return Unsupported(n, fmt::format("head dim {} (valid: 32, 64, 128)", op.head_dim));
+      if (!AttentionHeadDimSupported(op.head_dim)) {
+        return Unsupported(n, fmt::format("head dim {} (valid: 16, 32, 64, 128)", op.head_dim));
       }
       op.scale = static_cast<float>(n.GetFloat("scale", 1.0 / std::sqrt(double(op.head_dim))));
     } else if (n.domain.empty() && n.op_type == "Gather") {
@@ -283,6 +324,7 @@ Result<Program> AnalyzeGraph(const ir::Graph& g, const BuilderConfig& config) {
     }
   }
   p.padding_free = config.padding_free && p.mask >= 0;
+  FuseResiduals(g, &p);
   return p;
 }
 
@@ -322,6 +364,15 @@ Tensor TransposeWeight(const Tensor& w) {
   return t;
 }
 
+namespace {
+
+bool TokenRows(const Program& p, const LoweredOp& op) {
+  auto it = p.activations.find(op.outputs.empty() ? -1 : op.outputs[0]);
+  return it == p.activations.end() || it->second.domain == RowDomain::kTokens;
+}
+
+}  // namespace
+
 GemmDesc LinearGemm(const Program& p, const LoweredOp& op, int64_t rows, bool* needs_kernel) {
   GemmDesc d;
   d.dtype = p.dtype;
@@ -335,7 +386,9 @@ GemmDesc LinearGemm(const Program& p, const LoweredOp& op, int64_t rows, bool* n
   if (op.activation == Activation::kNone) {
     d.epilogue = bias ? GemmEpilogue::kBias : GemmEpilogue::kNone;
     d.residual = residual;
-  } else if (op.activation == Activation::kGeluTanh && bias && !residual) {
+  } else if (bias && !residual &&
+             (op.activation == Activation::kGeluTanh ||
+              (op.activation == Activation::kGelu && !p.exact_gelu && TokenRows(p, op)))) {
     d.epilogue = GemmEpilogue::kBiasGeluTanh;  // cuBLASLt's GELU epilogue is the tanh form
   } else {
     d.epilogue = bias ? GemmEpilogue::kBias : GemmEpilogue::kNone;
@@ -357,9 +410,10 @@ std::vector<GemmDesc> LinearGemms(const Program& p, int64_t token_rows, int64_t 
 
 std::string SerializeBlob(const Blob& b) {
   std::string s(kBlobMagic, sizeof(kBlobMagic));
-  PutU32(&s, 2);  // version
+  PutU32(&s, 3);  // version
   PutU32(&s, b.dtype == DataType::kF16 ? 1 : 2);
   PutU32(&s, b.padding_free ? 1 : 0);
+  PutU32(&s, b.exact_gelu ? 1 : 0);
   PutU32(&s, static_cast<uint32_t>(b.weights.size()));
   for (const auto& [id, bytes] : b.weights) {
     PutU32(&s, static_cast<uint32_t>(id));
@@ -387,9 +441,9 @@ Result<Blob> ParseBlob(std::span<const uint8_t> bytes) {
   }
   uint32_t version = 0, dtype = 0, pf = 0, count = 0;
   SURGE_RETURN_IF_ERROR(r.Read(&version, 4, "version"));
-  if (version != 2) {
+  if (version != 2 && version != 3) {
     return DataLossError(
-        "cuda plan blob version {} is not supported (this build reads 2); "
+        "cuda plan blob version {} is not supported (this build reads 2 and 3); "
         "rebuild the plan",
         version);
   }
@@ -400,6 +454,11 @@ Result<Blob> ParseBlob(std::span<const uint8_t> bytes) {
   Blob b;
   b.dtype = dtype == 1 ? DataType::kF16 : DataType::kBF16;
   b.padding_free = pf != 0;
+  if (version >= 3) {  // version 2 plans ran erf GELU exactly
+    uint32_t exact = 0;
+    SURGE_RETURN_IF_ERROR(r.Read(&exact, 4, "exact_gelu"));
+    b.exact_gelu = exact != 0;
+  }
   SURGE_RETURN_IF_ERROR(r.Read(&count, 4, "weight count"));
   for (uint32_t i = 0; i < count; ++i) {
     uint32_t id = 0;

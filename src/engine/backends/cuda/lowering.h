@@ -44,6 +44,9 @@ struct LoweredOp {
   int num_heads = 0, head_dim = 0;
   float scale = 0.f;
   bool weight_nk = false;  // Linear: W stored [N,K] (see GemmDesc::weight_nk)
+  // Linear: inputs[3] is a residual taken over from the SkipLayerNorm that follows (added through
+  // the GEMM's C matrix, beta = 1); LayerNorm: that SkipLayerNorm, now reading one input.
+  bool fused_residual = false;
 };
 
 struct ActivationInfo {
@@ -54,6 +57,9 @@ struct ActivationInfo {
 struct Program {
   DataType dtype = DataType::kF16;
   bool padding_free = false;  // packing allowed (config on and the graph has a mask input)
+  // Exact erf GELU after token-row Linears (a separate pass) instead of cuBLASLt's fused
+  // tanh-form GELU epilogue; see LinearGemm.
+  bool exact_gelu = false;
   // Graph inputs by role (value ids, -1 when absent) and their graph-input positions.
   int input_ids = -1, token_type_ids = -1, position_ids = -1, mask = -1;
   std::map<int, int> input_position;  // value id -> position in graph.inputs
@@ -69,7 +75,9 @@ struct Program {
 };
 
 // Checks that every node has a CUDA kernel and derives the program. Errors name the node and op
-// and list what is supported.
+// and list what is supported. A SkipLayerNorm whose X (or skip) is the only use of a Linear
+// without activation becomes a LayerNorm, the other operand moving into that Linear as its
+// residual (one read fewer per token row; see LoweredOp::fused_residual).
 Result<Program> AnalyzeGraph(const ir::Graph& graph, const BuilderConfig& config);
 
 // The device precision for a BuilderConfig precision (fp16 / bf16; fp32 builds use fp16 kernels
@@ -87,6 +95,7 @@ struct Blob {
   std::map<int, std::vector<uint8_t>> weights;  // value id -> bytes in device layout
   std::map<std::string, GemmAlgo> tactics;      // TacticKey -> algorithm
   std::set<int> weights_nk;                     // Linear weights stored transposed, [N,K]
+  bool exact_gelu = true;                       // Program::exact_gelu the plan was built with
 };
 
 // W [K,N] -> [N,K] (float32).
@@ -103,7 +112,11 @@ Result<std::vector<uint8_t>> ConvertWeight(const Tensor& t, bool keep_float32, D
 // The Linear GEMM shapes of `program` at `rows` token rows (batch-domain GEMMs at `batch` rows).
 std::vector<GemmDesc> LinearGemms(const Program& program, int64_t token_rows, int64_t batch_rows);
 // The GEMM run for one Linear op at `rows` rows, and whether a separate bias/activation/residual
-// pass follows it.
+// pass follows it. Bias, residual (C, beta = 1) and tanh-form GELU are cuBLASLt epilogues; erf
+// GELU on token rows uses the tanh-form epilogue unless program.exact_gelu (the two differ by at
+// most 4.7e-4 absolute, at x = -2.7: less than FP16's rounding of outputs of magnitude >= 1, see
+// bench/gpu_vs_pytorch/NOTES.md); on batch rows (heads) it stays exact, as tanh and relu do
+// (a separate pass over few rows).
 GemmDesc LinearGemm(const Program& program, const LoweredOp& op, int64_t rows,
                     bool* needs_epilogue_kernel);
 

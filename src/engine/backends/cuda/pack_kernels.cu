@@ -4,20 +4,48 @@
 namespace surge::engine::cuda {
 namespace {
 
+// W: the widest word (16, 4 or 2 bytes) that divides the row size and both base addresses.
+template <typename W>
 __global__ void GatherRowsKernel(RowMoveArgs a) {
-  const int64_t words = a.row_bytes / 4;
+  const int64_t words = a.row_bytes / sizeof(W);
   const int64_t r = blockIdx.x;
-  const uint32_t* src = static_cast<const uint32_t*>(a.src) + a.index[r] * words;
-  uint32_t* dst = static_cast<uint32_t*>(a.dst) + r * words;
+  const W* src = static_cast<const W*>(a.src) + a.index[r] * words;
+  W* dst = static_cast<W*>(a.dst) + r * words;
   for (int64_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
 }
 
+template <typename W>
 __global__ void ScatterRowsKernel(RowMoveArgs a) {
-  const int64_t words = a.row_bytes / 4;
+  const int64_t words = a.row_bytes / sizeof(W);
   const int64_t r = blockIdx.x;
-  const uint32_t* src = static_cast<const uint32_t*>(a.src) + r * words;
-  uint32_t* dst = static_cast<uint32_t*>(a.dst) + a.index[r] * words;
+  const W* src = static_cast<const W*>(a.src) + r * words;
+  W* dst = static_cast<W*>(a.dst) + a.index[r] * words;
   for (int64_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
+}
+
+int WordBytes(const RowMoveArgs& a) {
+  const uintptr_t bits = reinterpret_cast<uintptr_t>(a.src) | reinterpret_cast<uintptr_t>(a.dst) |
+                         static_cast<uintptr_t>(a.row_bytes);
+  return bits % 16 == 0 ? 16 : bits % 4 == 0 ? 4 : 2;
+}
+
+// Launches kernel<W> (a GatherRowsKernel or ScatterRowsKernel instantiation) for the word size.
+template <bool kScatter>
+void LaunchRows(const RowMoveArgs& a, cudaStream_t stream) {
+  const unsigned grid = static_cast<unsigned>(a.rows);
+  switch (WordBytes(a)) {
+    case 16:
+      (kScatter ? ScatterRowsKernel<uint4> : GatherRowsKernel<uint4>)<<<grid, 64, 0, stream>>>(a);
+      break;
+    case 4:
+      (kScatter ? ScatterRowsKernel<uint32_t>
+                : GatherRowsKernel<uint32_t>)<<<grid, 128, 0, stream>>>(a);
+      break;
+    default:
+      (kScatter ? ScatterRowsKernel<uint16_t>
+                : GatherRowsKernel<uint16_t>)<<<grid, 128, 0, stream>>>(a);
+      break;
+  }
 }
 
 template <typename T>
@@ -44,21 +72,23 @@ unsigned GridFor(int64_t n) {
 }  // namespace
 
 bool RowMoveCanImplement(const RowMoveArgs& a) {
-  return a.row_bytes > 0 && a.row_bytes % 4 == 0 && a.rows >= 0 && a.src && a.dst && a.index;
+  return a.row_bytes > 0 && a.row_bytes % 2 == 0 && a.rows >= 0 && a.src && a.dst && a.index &&
+         WordBytes(a) >= 2 && reinterpret_cast<uintptr_t>(a.src) % 2 == 0 &&
+         reinterpret_cast<uintptr_t>(a.dst) % 2 == 0;
 }
 
 size_t RowMoveWorkspaceSize(const RowMoveArgs&) { return 0; }
 
 cudaError_t GatherRowsRun(const RowMoveArgs& a, void*, cudaStream_t stream) {
   if (a.rows == 0) return cudaSuccess;
-  GatherRowsKernel<<<static_cast<unsigned>(a.rows), 128, 0, stream>>>(a);
+  LaunchRows<false>(a, stream);
   return cudaGetLastError();
 }
 
 cudaError_t ScatterRowsRun(const RowMoveArgs& a, void*, cudaStream_t stream) {
   cudaError_t err = cudaMemsetAsync(a.dst, 0, a.dst_rows * a.row_bytes, stream);
   if (err != cudaSuccess || a.rows == 0) return err;
-  ScatterRowsKernel<<<static_cast<unsigned>(a.rows), 128, 0, stream>>>(a);
+  LaunchRows<true>(a, stream);
   return cudaGetLastError();
 }
 

@@ -18,7 +18,8 @@ struct RowMoveArgs {
   void* dst = nullptr;
 };
 
-// row_bytes must be a multiple of 4.
+// row_bytes must be even (FP16/BF16 rows of any width); 16-byte words where sizes and addresses
+// allow, else 4- or 2-byte ones.
 bool RowMoveCanImplement(const RowMoveArgs& args);
 size_t RowMoveWorkspaceSize(const RowMoveArgs& args);
 cudaError_t GatherRowsRun(const RowMoveArgs& args, void* workspace, cudaStream_t stream);

@@ -171,6 +171,7 @@ TEST(CudaBackend, BlobRoundTripAndCorruption) {
   a.time_us = 12.5f;
   b.tactics["bf16 m=0 n=8 k=8 epi=1 res=0"] = a;
   b.weights_nk = {3, 9};
+  b.exact_gelu = false;
   const std::string s = SerializeBlob(b);
   auto bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
   auto back = ParseBlob(bytes);
@@ -179,6 +180,7 @@ TEST(CudaBackend, BlobRoundTripAndCorruption) {
   EXPECT_EQ(back->weights.at(3), (std::vector<uint8_t>{1, 2, 3, 4}));
   EXPECT_FLOAT_EQ(back->tactics.begin()->second.time_us, 12.5f);
   EXPECT_EQ(back->weights_nk, (std::set<int>{3, 9}));
+  EXPECT_FALSE(back->exact_gelu);
   for (size_t cut : {size_t{0}, size_t{7}, size_t{20}, s.size() - 1}) {
     auto r = ParseBlob(bytes.first(cut));
     ASSERT_FALSE(r.ok());
@@ -189,6 +191,69 @@ TEST(CudaBackend, BlobRoundTripAndCorruption) {
   EXPECT_FALSE(
       ParseBlob(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bad.data()), bad.size()))
           .ok());
+}
+
+// Needs no GPU: the lowering moves each SkipLayerNorm's skip into the Linear before it.
+TEST(CudaBackend, ResidualMovesIntoTheGemm) {
+  std::mt19937 rng(5);
+  auto g = MakeEncoder(rng);
+  auto p = AnalyzeGraph(*g, Config(true));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  int fused_linear = 0, fused_norm = 0, skip_norm = 0;
+  for (const LoweredOp& op : p->ops) {
+    if (op.kind == OpKind::kLinear && op.fused_residual) {
+      ++fused_linear;
+      ASSERT_EQ(op.inputs.size(), 4u);
+      EXPECT_GE(op.inputs[3], 0);
+      bool extra = true;
+      EXPECT_TRUE(LinearGemm(*p, op, 64, &extra).residual);
+      EXPECT_FALSE(extra);
+    }
+    if (op.kind == OpKind::kLayerNorm && op.fused_residual) ++fused_norm;
+    if (op.kind == OpKind::kSkipLayerNorm) ++skip_norm;
+  }
+  EXPECT_EQ(fused_linear, 2);  // one per layer (the FFN output already had its residual)
+  EXPECT_EQ(fused_norm, 2);
+  EXPECT_EQ(skip_norm, 0);
+
+  // The Linear's output read elsewhere too (here: a graph output): the SkipLayerNorm stays.
+  auto g2 = MakeEncoder(rng);
+  for (const ir::Node& n : g2->nodes) {
+    if (n.op_type == "SkipLayerNorm") {
+      g2->outputs.push_back(n.inputs[0]);
+      break;
+    }
+  }
+  auto p2 = AnalyzeGraph(*g2, Config(true));
+  ASSERT_TRUE(p2.ok()) << p2.status().ToString();
+  int kept = 0;
+  for (const LoweredOp& op : p2->ops) kept += op.kind == OpKind::kSkipLayerNorm;
+  EXPECT_EQ(kept, 1);
+}
+
+// Needs no GPU: erf GELU on token rows takes the fused tanh-form epilogue unless exact_gelu; on
+// batch rows (a head) it stays a separate exact pass.
+TEST(CudaBackend, GeluEpilogueChoice) {
+  Program p;
+  p.activations[7] = {RowDomain::kTokens, 256};
+  p.activations[8] = {RowDomain::kBatch, 256};
+  LoweredOp op;
+  op.kind = OpKind::kLinear;
+  op.cols = 256;
+  op.k = 128;
+  op.inputs = {0, 1, 2};
+  op.activation = Activation::kGelu;
+  bool extra = false;
+  op.outputs = {7};
+  EXPECT_EQ(LinearGemm(p, op, 64, &extra).epilogue, GemmEpilogue::kBiasGeluTanh);
+  EXPECT_FALSE(extra);
+  p.exact_gelu = true;
+  EXPECT_EQ(LinearGemm(p, op, 64, &extra).epilogue, GemmEpilogue::kBias);
+  EXPECT_TRUE(extra);
+  p.exact_gelu = false;
+  op.outputs = {8};
+  EXPECT_EQ(LinearGemm(p, op, 4, &extra).epilogue, GemmEpilogue::kBias);
+  EXPECT_TRUE(extra);
 }
 
 TEST(CudaBackend, TransposeWeightMovesEveryElement) {

@@ -37,7 +37,9 @@ class CudaOpTest : public ::testing::TestWithParam<DataType> {
 };
 
 TEST_P(CudaOpTest, LayerNormMatchesReference) {
-  for (int cols : {768, 1001, 33}) {
+  // 16-byte warp-per-row path at several chunk counts (768: 3, 2056: 12, 4096: 16 chunks a lane)
+  // and the scalar path (1001, 33).
+  for (int cols : {768, 2056, 4096, 64, 1001, 33}) {
     const int64_t rows = 37;
     Tensor x = Random({rows, cols}, rng_, dt(), -3.f, 5.f);
     Tensor gamma = Random({cols}, rng_, DataType::kF16),
@@ -189,17 +191,30 @@ TEST_P(CudaOpTest, EmbedLayerNormPaddedAndPacked) {
 }
 
 TEST_P(CudaOpTest, AttentionPaddedAndPackedMatchReference) {
-  for (int d : {32, 64, 128}) {
-    const int B = 3, S = 77, heads = 3, H = heads * d;
-    const int lens[3] = {77, 40, 1};
+  struct Shape3 {
+    int d, seq;
+    std::vector<int> lens;
+  };
+  // Odd lengths, one-token sequences, and sequences of 1..5 key tiles (64 keys each), so the
+  // double-buffered tile ring wraps.
+  const std::vector<Shape3> shapes = {{16, 77, {77, 40, 1}},
+                                      {32, 77, {77, 40, 1}},
+                                      {64, 77, {77, 40, 1}},
+                                      {128, 77, {77, 40, 1}},
+                                      {64, 300, {300, 257, 129, 64, 1}},
+                                      {128, 200, {65, 200, 128}},
+                                      {16, 130, {130, 2, 127, 66}}};
+  for (const Shape3& sh : shapes) {
+    const int d = sh.d, S = sh.seq, B = static_cast<int>(sh.lens.size()), heads = 3, H = heads * d;
     Tensor qkv = Random({B, S, 3 * H}, rng_, dt(), -2.f, 2.f);
     std::vector<int64_t> mask(B * S);
     std::vector<int32_t> mask32(B * S);
     for (int b = 0; b < B; ++b) {
       for (int s = 0; s < S; ++s)
-        mask32[b * S + s] = static_cast<int32_t>(mask[b * S + s] = s < lens[b]);
+        mask32[b * S + s] = static_cast<int32_t>(mask[b * S + s] = s < sh.lens[b]);
     }
-    auto ref = Reference(Fused("Attention", {{"num_heads", int64_t{heads}}}),
+    const double scale = 0.7 / std::sqrt(static_cast<double>(d));
+    auto ref = Reference(Fused("Attention", {{"num_heads", int64_t{heads}}, {"scale", scale}}),
                          std::vector<Tensor>{qkv, Ints({B, S}, mask)});
     DeviceTensor dqkv(qkv, dt()), dmask = UploadInts(mask32), dout(int64_t{B} * S * H * 2);
     AttentionArgs a;
@@ -208,19 +223,21 @@ TEST_P(CudaOpTest, AttentionPaddedAndPackedMatchReference) {
     a.seq = S;
     a.num_heads = heads;
     a.head_dim = d;
-    a.scale = 1.f / std::sqrt(static_cast<float>(d));
+    a.scale = static_cast<float>(scale);
     a.key_mask = static_cast<const int32_t*>(dmask.get());
     a.qkv = dqkv.get();
     a.out = dout.get();
     ASSERT_TRUE(AttentionCanImplement(a));
     CheckCuda(AttentionRun(a, nullptr, nullptr), "AttentionRun padded");
-    EXPECT_LT(RelError(dout.Download({B * S, H}, dt()), ref[0]), Tolerance(dt())) << "d " << d;
+    // Padded form: every row is written (padding queries attend to the real keys).
+    EXPECT_LT(RelError(dout.Download({B * S, H}, dt()), ref[0]), Tolerance(dt()))
+        << "d " << d << " seq " << S;
 
     // Packed: gather the real tokens' QKV rows, run with cu_seqlens, compare real rows.
     std::vector<int64_t> real_rows;
     std::vector<int32_t> cu{0};
     for (int b = 0; b < B; ++b) {
-      for (int s = 0; s < lens[b]; ++s) real_rows.push_back(int64_t{b} * S + s);
+      for (int s = 0; s < sh.lens[b]; ++s) real_rows.push_back(int64_t{b} * S + s);
       cu.push_back(static_cast<int32_t>(real_rows.size()));
     }
     const int64_t T = static_cast<int64_t>(real_rows.size());
@@ -238,8 +255,28 @@ TEST_P(CudaOpTest, AttentionPaddedAndPackedMatchReference) {
     std::vector<int64_t> got_rows(T);
     for (int64_t t = 0; t < T; ++t) got_rows[t] = t;
     EXPECT_LT(RelError(dpo.Download({T, H}, dt()), ref[0], H, got_rows, real_rows), Tolerance(dt()))
-        << "packed d " << d;
+        << "packed d " << d << " seq " << S;
   }
+}
+
+TEST(CudaAttention, HeadDimsAndAlignment) {
+  for (int d : {16, 32, 64, 128}) EXPECT_TRUE(AttentionHeadDimSupported(d)) << d;
+  for (int d : {0, 8, 48, 80, 96, 256}) EXPECT_FALSE(AttentionHeadDimSupported(d)) << d;
+  alignas(16) static char buf[64];
+  AttentionArgs a;
+  a.batch = 1;
+  a.seq = 4;
+  a.num_heads = 1;
+  a.head_dim = 64;
+  a.scale = 0.125f;
+  a.qkv = buf;
+  a.out = buf;
+  EXPECT_TRUE(AttentionCanImplement(a));
+  a.qkv = buf + 2;  // not 16-byte aligned: cp.async needs 16-byte rows
+  EXPECT_FALSE(AttentionCanImplement(a));
+  a.qkv = buf;
+  a.head_dim = 96;
+  EXPECT_FALSE(AttentionCanImplement(a));
 }
 
 TEST_P(CudaOpTest, AttentionAllPaddingRowAveragesKeys) {
@@ -268,56 +305,64 @@ TEST_P(CudaOpTest, LinearEpiloguesMatchReference) {
     std::string act;
     bool bias, residual;
   };
-  for (bool nk : {false, true})
-    for (const Case& c :
-         {Case{"none", false, false}, Case{"none", true, false}, Case{"none", true, true},
-          Case{"gelu", true, false}, Case{"gelu_tanh", true, false}, Case{"tanh", true, false},
-          Case{"relu", false, true}, Case{"gelu", true, true}}) {
-      Tensor x = Random({M, K}, rng_, dt()), w = Random({K, N}, rng_, dt(), -0.2f, 0.2f);
-      Tensor b = Random({N}, rng_, dt()), r = Random({M, N}, rng_, dt());
-      DeviceTensor dx(x, dt()), dw(nk ? TransposeWeight(w) : w, dt()), db(b, dt()), dr(r, dt()),
-          dy(M * N * 2);
-      Program p;
-      p.dtype = dt();
-      LoweredOp op;
-      op.kind = OpKind::kLinear;
-      op.cols = N;
-      op.k = K;
-      op.inputs = {0, 1, c.bias ? 2 : -1, c.residual ? 3 : -1};
-      op.weight_nk = nk;
-      op.activation = c.act == "none"        ? Activation::kNone
-                      : c.act == "gelu"      ? Activation::kGelu
-                      : c.act == "gelu_tanh" ? Activation::kGeluTanh
-                      : c.act == "tanh"      ? Activation::kTanh
-                                             : Activation::kRelu;
-      bool extra = false;
-      const GemmDesc desc = LinearGemm(p, op, M, &extra);
-      auto plan = GemmPlan::Create(lt, desc, GemmAlgo{}, ws_bytes);
-      ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-      ASSERT_TRUE((*plan)
-                      ->Run(lt, dx.get(), dw.get(), c.bias ? db.get() : nullptr,
-                            desc.residual ? dr.get() : nullptr, dy.get(), ws.get(), ws_bytes,
-                            nullptr)
-                      .ok());
-      if (extra) {
-        BiasActArgs e{dt(),
-                      M,
-                      static_cast<int>(N),
-                      op.activation,
-                      dy.get(),
-                      nullptr,
-                      c.residual ? dr.get() : nullptr,
-                      dy.get()};
-        CheckCuda(BiasActRun(e, nullptr, nullptr), "BiasActRun");
+  for (bool exact_gelu : {false, true})
+    for (bool nk : {false, true})
+      for (const Case& c :
+           {Case{"none", false, false}, Case{"none", true, false}, Case{"none", true, true},
+            Case{"gelu", true, false}, Case{"gelu_tanh", true, false}, Case{"tanh", true, false},
+            Case{"relu", false, true}, Case{"gelu", true, true}}) {
+        Tensor x = Random({M, K}, rng_, dt()), w = Random({K, N}, rng_, dt(), -0.2f, 0.2f);
+        Tensor b = Random({N}, rng_, dt()), r = Random({M, N}, rng_, dt());
+        DeviceTensor dx(x, dt()), dw(nk ? TransposeWeight(w) : w, dt()), db(b, dt()), dr(r, dt()),
+            dy(M * N * 2);
+        Program p;
+        p.dtype = dt();
+        p.exact_gelu = exact_gelu;
+        LoweredOp op;
+        op.kind = OpKind::kLinear;
+        op.cols = N;
+        op.k = K;
+        op.inputs = {0, 1, c.bias ? 2 : -1, c.residual ? 3 : -1};
+        op.weight_nk = nk;
+        op.activation = c.act == "none"        ? Activation::kNone
+                        : c.act == "gelu"      ? Activation::kGelu
+                        : c.act == "gelu_tanh" ? Activation::kGeluTanh
+                        : c.act == "tanh"      ? Activation::kTanh
+                                               : Activation::kRelu;
+        bool extra = false;
+        const GemmDesc desc = LinearGemm(p, op, M, &extra);
+        auto plan = GemmPlan::Create(lt, desc, GemmAlgo{}, ws_bytes);
+        ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+        ASSERT_TRUE((*plan)
+                        ->Run(lt, dx.get(), dw.get(), c.bias ? db.get() : nullptr,
+                              desc.residual ? dr.get() : nullptr, dy.get(), ws.get(), ws_bytes,
+                              nullptr)
+                        .ok());
+        if (extra) {
+          BiasActArgs e{dt(),
+                        M,
+                        static_cast<int>(N),
+                        op.activation,
+                        dy.get(),
+                        nullptr,
+                        c.residual ? dr.get() : nullptr,
+                        dy.get()};
+          CheckCuda(BiasActRun(e, nullptr, nullptr), "BiasActRun");
+        }
+        auto ref =
+            Reference(Fused("Linear", {{"activation", c.act}}),
+                      std::vector<Tensor>{x, w, c.bias ? b : Tensor(), c.residual ? r : Tensor()});
+        // The GEMM output is rounded to the device type before a separate epilogue: one more
+        // rounding.
+        EXPECT_LT(RelError(dy.Download({M, N}, dt()), ref[0]), Tolerance(dt()))
+            << c.act << " bias " << c.bias << " residual " << c.residual << " W[N,K] " << nk
+            << " exact gelu " << exact_gelu << " epilogue " << static_cast<int>(desc.epilogue);
+        // Erf GELU with a bias and no residual: the fused tanh-form epilogue unless exact.
+        if (c.act == "gelu" && c.bias && !c.residual) {
+          EXPECT_EQ(extra, exact_gelu);
+          EXPECT_EQ(desc.epilogue == GemmEpilogue::kBiasGeluTanh, !exact_gelu);
+        }
       }
-      auto ref =
-          Reference(Fused("Linear", {{"activation", c.act}}),
-                    std::vector<Tensor>{x, w, c.bias ? b : Tensor(), c.residual ? r : Tensor()});
-      // The GEMM output is rounded to the device type before a separate epilogue: one more
-      // rounding.
-      EXPECT_LT(RelError(dy.Download({M, N}, dt()), ref[0]), Tolerance(dt()))
-          << c.act << " bias " << c.bias << " residual " << c.residual << " W[N,K] " << nk;
-    }
   cublasLtDestroy(lt);
 }
 
@@ -359,20 +404,25 @@ TEST_P(CudaOpTest, GeluStandalone) {
 }
 
 TEST_P(CudaOpTest, GatherAndScatterRows) {
-  const int64_t rows = 11, cols = 70;
-  Tensor x = Random({rows, cols}, rng_, dt());
-  std::vector<int32_t> index = {10, 0, 3, 7};
-  DeviceTensor dx(x, dt()), di = UploadInts(index), dg(4 * cols * 2), ds(rows * cols * 2);
-  RowMoveArgs g{4, 0, cols * 2, static_cast<const int32_t*>(di.get()), dx.get(), dg.get()};
-  ASSERT_TRUE(RowMoveCanImplement(g));
-  CheckCuda(GatherRowsRun(g, nullptr, nullptr), "GatherRowsRun");
-  std::vector<int64_t> src_rows = {10, 0, 3, 7}, dst_rows = {0, 1, 2, 3};
-  EXPECT_EQ(RelError(dg.Download({4, cols}, dt()), x, cols, dst_rows, src_rows), 0.0);
-  RowMoveArgs s{4, rows, cols * 2, static_cast<const int32_t*>(di.get()), dg.get(), ds.get()};
-  CheckCuda(ScatterRowsRun(s, nullptr, nullptr), "ScatterRowsRun");
-  Tensor back = ds.Download({rows, cols}, dt());
-  EXPECT_EQ(RelError(back, x, cols, src_rows, src_rows), 0.0);
-  EXPECT_EQ(back.data_as<float>()[1 * cols], 0.f);  // row 1 was not scattered: zero
+  // 2-, 4- and 16-byte word paths: 3 columns (a 3-label token head), 70, 64.
+  for (int64_t cols : {int64_t{3}, int64_t{70}, int64_t{64}}) {
+    const int64_t rows = 11;
+    Tensor x = Random({rows, cols}, rng_, dt());
+    std::vector<int32_t> index = {10, 0, 3, 7};
+    DeviceTensor dx(x, dt()), di = UploadInts(index), dg(4 * cols * 2), ds(rows * cols * 2);
+    RowMoveArgs g{4, 0, cols * 2, static_cast<const int32_t*>(di.get()), dx.get(), dg.get()};
+    ASSERT_TRUE(RowMoveCanImplement(g));
+    CheckCuda(GatherRowsRun(g, nullptr, nullptr), "GatherRowsRun");
+    std::vector<int64_t> src_rows = {10, 0, 3, 7}, dst_rows = {0, 1, 2, 3};
+    EXPECT_EQ(RelError(dg.Download({4, cols}, dt()), x, cols, dst_rows, src_rows), 0.0) << cols;
+    RowMoveArgs s{4, rows, cols * 2, static_cast<const int32_t*>(di.get()), dg.get(), ds.get()};
+    CheckCuda(ScatterRowsRun(s, nullptr, nullptr), "ScatterRowsRun");
+    Tensor back = ds.Download({rows, cols}, dt());
+    EXPECT_EQ(RelError(back, x, cols, src_rows, src_rows), 0.0) << cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      EXPECT_EQ(back.data_as<float>()[1 * cols + c], 0.f);  // row 1 was not scattered: zero
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, CudaOpTest, ::testing::Values(DataType::kF16, DataType::kBF16),
