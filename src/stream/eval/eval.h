@@ -64,12 +64,17 @@
 //   precision@k   event slots / all slots, over all lists (empty lists add nothing). A list may
 //                 be shorter than k; duplicates, spam, stale and noise all count against it.
 //   recall        events with at least one event slot at any bucket / all events in the truth.
-//   delay         for each detected event, the first list U in which it holds an event slot:
+//   delay         for each event, the first list U in which it holds an event slot:
 //                 delay_buckets = max(0, ceil((U - onset_ms) / b) - 1), i.e. 0 when it is listed
-//                 at the end of the bucket in which it began; median and p90 (nearest rank)
-//                 over detected events; undetected events are counted by recall only.
+//                 at the end of the bucket in which it began. An event never listed counts as
+//                 infinitely late, so a detector cannot look fast by catching only the easy
+//                 events: the median over ALL events is finite only when recall >= 0.5 and the
+//                 p90 (nearest rank) only when recall >= 0.9 (JSON null otherwise). The median
+//                 over detected events alone is reported too.
 //   spam surfaced number of campaigns holding at least one spam slot in some list's top k.
-//   duplicate rate duplicate slots / all slots.
+//   duplicate rate duplicate slots / (event + duplicate slots): how often a listed topic about
+//                 an active event repeats an event already listed higher. (Over all slots it
+//                 would reward listing few events at all.) 0 when no slot matched an event.
 //
 // Thread safety: everything here is a pure function of its inputs.
 #pragma once
@@ -157,8 +162,11 @@ struct EvalReport {
   double recall = 0;
   int64_t events = 0;
   int64_t detected = 0;
-  double delay_median_buckets = 0;  // NaN when nothing was detected
+  // Over all events, misses = +infinity (so +infinity when too many were missed).
+  double delay_median_buckets = 0;
   double delay_p90_buckets = 0;
+  // Over detected events only; NaN when none was detected.
+  double delay_median_detected_buckets = 0;
   int64_t spam_surfaced = 0;
   double duplicate_rate = 0;
   std::vector<EventResult> event_results;

@@ -646,6 +646,43 @@ Status CompileAll(const std::vector<std::string>& src, std::string_view what,
   return Status::Ok();
 }
 
+// Scenario words that hold a sentiment word would make the labels contradict the text.
+Status CheckWordsFreeOfSentiment(const Scenario& s,
+                                 const std::vector<std::unordered_set<std::string>>& lexicon) {
+  auto check = [&](const std::vector<std::string>& words, const std::string& what) -> Status {
+    for (const auto& w : words) {
+      for (const auto& set : lexicon) {
+        for (const auto& l : set) {
+          if (w.find(l) != std::string::npos) {
+            return InvalidArgumentError(
+                "{}: '{}' contains the sentiment word '{}'; sentiment "
+                "words may only come from {{sentiment}} slots",
+                what, w, l);
+          }
+        }
+      }
+    }
+    return Status::Ok();
+  };
+  for (const auto& c : s.categories) {
+    SURGE_RETURN_IF_ERROR(check(c.seed_words, "category '" + c.name + "' seed_words"));
+  }
+  for (const auto& e : s.events) {
+    SURGE_RETURN_IF_ERROR(check({e.phrase}, "event '" + e.id + "' phrase"));
+    SURGE_RETURN_IF_ERROR(check(e.terms, "event '" + e.id + "' terms"));
+  }
+  for (const auto& c : s.spam) {
+    SURGE_RETURN_IF_ERROR(check({c.phrase}, "spam '" + c.id + "' phrase"));
+    SURGE_RETURN_IF_ERROR(check(c.terms, "spam '" + c.id + "' terms"));
+  }
+  SURGE_RETURN_IF_ERROR(check(s.evergreen.words, "evergreen.words"));
+  for (const auto& b : s.bumps) SURGE_RETURN_IF_ERROR(check(b.words, "bumps[].words"));
+  SURGE_RETURN_IF_ERROR(check(s.lexicon.neu, "lexicon.neu"));
+  SURGE_RETURN_IF_ERROR(check(s.lexicon.adjectives, "lexicon.adjectives"));
+  SURGE_RETURN_IF_ERROR(check(s.lexicon.emoji, "lexicon.emoji"));
+  return Status::Ok();
+}
+
 size_t CodePoints(std::string_view s) {
   size_t n = 0;
   for (size_t i = 0; i < s.size(); i += text::DecodeUtf8At(s, i).length) ++n;
@@ -684,6 +721,7 @@ Result<std::unique_ptr<Generator>> Generator::Create(const Scenario& scenario) {
   }
   m.lexicon_by_len.resize(std::max<size_t>(m.lexicon_by_len.size(), 9));
   const auto* lex = &m.lexicon_by_len;
+  SURGE_RETURN_IF_ERROR(CheckWordsFreeOfSentiment(s, *lex));
   SURGE_RETURN_IF_ERROR(CompileAll(s.templates.background, "background", lex, &m.bg_t));
   SURGE_RETURN_IF_ERROR(CompileAll(s.templates.event, "event", lex, &m.ev_t));
   SURGE_RETURN_IF_ERROR(CompileAll(s.templates.repost, "repost", lex, &m.repost_t));
@@ -714,9 +752,9 @@ Result<std::unique_ptr<Generator>> Generator::Create(const Scenario& scenario) {
     double f = urng.LogNormal(std::log(std::max(um.followers.median, 1e-9)), um.followers.sigma);
     if (u.verified) f *= um.followers.verified_factor;
     u.followers = std::min<int64_t>(static_cast<int64_t>(f), um.followers.max);
-    const double age_days =
-        std::max(um.age.min_days, urng.LogNormal(std::log(um.age.median_days), um.age.sigma));
-    u.created_ms = s.start_ms - static_cast<int64_t>(age_days * kDayMs);
+    const double age_days = std::clamp(urng.LogNormal(std::log(um.age.median_days), um.age.sigma),
+                                       um.age.min_days, um.age.max_days);
+    u.created_ms = std::max<int64_t>(0, s.start_ms - static_cast<int64_t>(age_days * kDayMs));
     activity[i] = urng.LogNormal(0, um.activity_sigma);
     if (u.verified) m.verified.push_back(static_cast<uint32_t>(i));
   }
@@ -728,7 +766,8 @@ Result<std::unique_ptr<Generator>> Generator::Create(const Scenario& scenario) {
       u.verified = false;
       u.followers = std::min<int64_t>(static_cast<int64_t>(urng.LogNormal(std::log(8.0), 0.9)),
                                       c.max_followers);
-      u.created_ms = s.start_ms - static_cast<int64_t>(urng.Uniform(0.2, c.max_age_days) * kDayMs);
+      u.created_ms = std::max<int64_t>(
+          0, s.start_ms - static_cast<int64_t>(urng.Uniform(0.2, c.max_age_days) * kDayMs));
     }
     m.bots.emplace_back(b0, static_cast<uint32_t>(m.users.size()));
   }

@@ -41,6 +41,7 @@ struct AgeModel {
   double median_days = 1400;  // log-normal median account age at `start`
   double sigma = 0.7;
   double min_days = 30;
+  double max_days = 5000;  // cap (the platform's age)
 };
 
 struct UserModel {
