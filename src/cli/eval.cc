@@ -68,23 +68,12 @@ Result<ev::TrendsFile> FrequencyTrends(const EvalArgs& a, int64_t bucket_ms) {
   stream::Post post;
   std::vector<stream::TrendUpdate> updates;
   ev::TrendsFile f;
-  std::string line;
-  int64_t line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    ++f.lines;
-    if (Status st = parser.ParseInto(line, &post); !st.ok()) {
-      const std::string msg = fmt::format("{}:{}: {}", a.posts, line_no, st.message());
-      if (!a.skip_bad) {
-        return InvalidArgumentError("{} (use --skip-bad to count and skip bad lines)", msg);
-      }
-      ++f.skipped_lines;
-      if (f.first_errors.size() < 5) f.first_errors.push_back(msg);
-      continue;
-    }
-    base->Add(post, &updates);
-  }
+  SURGE_RETURN_IF_ERROR(
+      ev::ReadJsonlLines(in, a.posts, a.skip_bad, &f, [&](std::string_view line) -> Status {
+        SURGE_RETURN_IF_ERROR(parser.ParseInto(line, &post));
+        base->Add(post, &updates);
+        return Status::Ok();
+      }));
   base->Finish(&updates);
   if (!a.write_baseline.empty()) {
     SURGE_ASSIGN_OR_RETURN(auto w, stream::sim::JsonlWriter::Open(a.write_baseline));
@@ -143,7 +132,8 @@ int RunEval(const EvalArgs& a) {
   }
   std::vector<std::pair<std::string, ev::EvalReport>> table;
   for (const auto& r : runs) table.emplace_back(r.name, r.report);
-  std::cout << ev::FormatReports(table);
+  // With --json - the JSON owns stdout and the table goes to stderr.
+  (a.json == "-" ? std::cerr : std::cout) << ev::FormatReports(table);
   for (const auto& r : runs) {
     if (r.skipped == 0) continue;
     std::cerr << fmt::format("note: {}: skipped {} malformed line(s); first: {}\n", r.source,
@@ -181,7 +171,8 @@ std::function<int()> SetupEval(CLI::App& sub) {
   sub.add_option("--max-terms", a->max_terms, "topic terms used for matching (default 6)")
       ->check(CLI::PositiveNumber);
   sub.add_option("--bucket", a->bucket, "bucket width, e.g. 1m (default: the truth's)");
-  sub.add_option("--json", a->json, "write the reports as JSON ('-' = stdout)");
+  sub.add_option("--json", a->json,
+                 "write the reports as JSON ('-' = stdout, the table then goes to stderr)");
   sub.add_flag("--skip-bad", a->skip_bad, "count and skip malformed lines instead of failing");
   return [a, trends] {
     a->trends_given = trends->count() > 0;

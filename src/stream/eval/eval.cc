@@ -76,12 +76,16 @@ struct Score {
   double score = 0;
 };
 
+// `spam`: also match when at least half of the topic's surfaces lie inside the phrase or hold a
+// key term (rule (c) in eval.h).
 Score ScoreTarget(const std::vector<std::string>& surfaces, std::string_view phrase,
-                  const std::vector<std::string>& terms) {
-  const double cov = Coverage(surfaces, Norm(phrase));
+                  const std::vector<std::string>& terms, bool spam) {
+  const std::string np = Norm(phrase);
+  const double cov = Coverage(surfaces, np);
+  std::vector<std::string> nterms;
+  for (const auto& k : terms) nterms.push_back(Norm(k));
   size_t covered = 0;
-  for (const auto& k : terms) {
-    const std::string nk = Norm(k);
+  for (const auto& nk : nterms) {
     if (nk.empty()) continue;
     for (const auto& s : surfaces) {
       if (s.find(nk) != std::string::npos) {
@@ -92,6 +96,15 @@ Score ScoreTarget(const std::vector<std::string>& surfaces, std::string_view phr
   }
   Score r;
   r.match = cov >= 0.5 || (!terms.empty() && 2 * covered > terms.size());
+  if (spam && !r.match && !surfaces.empty()) {
+    size_t inside = 0;
+    for (const auto& s : surfaces) {
+      bool in = np.find(s) != std::string::npos;
+      for (const auto& nk : nterms) in = in || (!nk.empty() && s.find(nk) != std::string::npos);
+      inside += in;
+    }
+    r.match = 2 * inside >= surfaces.size();
+  }
   r.score = cov + (terms.empty() ? 0 : static_cast<double>(covered) / terms.size());
   return r;
 }
@@ -180,29 +193,39 @@ std::vector<HotList> CutIntoLists(std::vector<TrendUpdate> updates) {
   return lists;
 }
 
-Result<TrendsFile> ReadTrends(std::istream& in, std::string_view source,
-                              const TrendsReadOptions& options) {
-  TrendsFile f;
-  std::vector<TrendUpdate> updates;
+Status ReadJsonlLines(std::istream& in, std::string_view source, bool skip_bad,
+                      JsonlReadStats* stats,
+                      const std::function<Status(std::string_view line)>& parse) {
   std::string line;
   int64_t line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    ++f.lines;
-    auto t = ParseTrend(line);
-    if (!t.ok()) {
-      const std::string msg = fmt::format("{}:{}: {}", source, line_no, t.status().message());
-      if (!options.skip_bad) {
-        return InvalidArgumentError("{} (use --skip-bad to count and skip bad lines)", msg);
-      }
-      ++f.skipped_lines;
-      if (f.first_errors.size() < kMaxKeptErrors) f.first_errors.push_back(msg);
-      continue;
+    ++stats->lines;
+    Status st = parse(line);
+    if (st.ok()) continue;
+    const std::string msg = fmt::format("{}:{}: {}", source, line_no, st.message());
+    if (!skip_bad) {
+      return InvalidArgumentError("{} (use --skip-bad to count and skip bad lines)", msg);
     }
-    updates.push_back(std::move(*t));
+    ++stats->skipped_lines;
+    if (stats->first_errors.size() < kMaxKeptErrors) stats->first_errors.push_back(msg);
   }
   if (in.bad()) return DataLossError("{}: read error after line {}", source, line_no);
+  return Status::Ok();
+}
+
+Result<TrendsFile> ReadTrends(std::istream& in, std::string_view source,
+                              const TrendsReadOptions& options) {
+  TrendsFile f;
+  std::vector<TrendUpdate> updates;
+  SURGE_RETURN_IF_ERROR(
+      ReadJsonlLines(in, source, options.skip_bad, &f, [&](std::string_view line) -> Status {
+        auto t = ParseTrend(line);
+        if (!t.ok()) return t.status();
+        updates.push_back(std::move(*t));
+        return Status::Ok();
+      }));
   f.lists = CutIntoLists(std::move(updates));
   return f;
 }
@@ -233,7 +256,7 @@ TopicMatch MatchTopic(const TrendUpdate& topic, int64_t updated_ms, const Truth&
   std::vector<Candidate> cands;
   for (size_t i = 0; i < truth.events.size(); ++i) {
     const TruthEvent& e = truth.events[i];
-    const Score s = ScoreTarget(surfaces, e.phrase, e.terms);
+    const Score s = ScoreTarget(surfaces, e.phrase, e.terms, false);
     if (!s.match) continue;
     cands.push_back({false, static_cast<int>(i),
                      Overlaps(updated_ms, b, e.onset_ms, e.end_ms + grace), s.score, e.onset_ms,
@@ -241,7 +264,7 @@ TopicMatch MatchTopic(const TrendUpdate& topic, int64_t updated_ms, const Truth&
   }
   for (size_t i = 0; i < truth.spam.size(); ++i) {
     const TruthSpam& c = truth.spam[i];
-    const Score s = ScoreTarget(surfaces, c.phrase, c.terms);
+    const Score s = ScoreTarget(surfaces, c.phrase, c.terms, true);
     if (!s.match) continue;
     cands.push_back({true, static_cast<int>(i),
                      Overlaps(updated_ms, b, c.start_ms, c.end_ms + grace), s.score, c.start_ms,

@@ -45,6 +45,10 @@
 //       "推理" alone -> 2/6, no match; or
 //   (b) key-term majority: more than half of K are covered, a key term being covered when it
 //       occurs inside some surface (equal to a term, or part of the hashtag or of a longer term).
+// For spam campaigns only, also when
+//   (c) at least half of the topic's surfaces lie inside P or hold one of K (so "#奶茶#" pushed by
+//       a "奶茶0元领取" bot ring counts: the spam metric asks whether the campaign's traffic
+//       reached the list at all, in whatever form; events must be named, by (a) or (b)).
 // score = phrase coverage + (covered key terms / |K|). A topic is assigned to one target: the
 // best-scoring matching target among those ACTIVE at the list's bucket; if none is active, the
 // best-scoring matching target overall (ties: earlier onset, then id).
@@ -80,6 +84,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <istream>
 #include <string>
 #include <string_view>
@@ -101,11 +106,21 @@ struct TrendsReadOptions {
   bool skip_bad = false;  // count and skip malformed lines instead of failing
 };
 
-struct TrendsFile {
-  std::vector<HotList> lists;  // ascending `updated`
-  int64_t lines = 0;           // non-blank lines read
+// Bookkeeping of a JSONL read.
+struct JsonlReadStats {
+  int64_t lines = 0;  // non-blank lines read
   int64_t skipped_lines = 0;
   std::vector<std::string> first_errors;  // up to 5 "SOURCE:LINE: reason"
+};
+
+// Calls `parse` on each non-blank line. A line it rejects fails the whole read with
+// "SOURCE:LINE: reason" or, with `skip_bad`, is counted in `stats` and left out.
+Status ReadJsonlLines(std::istream& in, std::string_view source, bool skip_bad,
+                      JsonlReadStats* stats,
+                      const std::function<Status(std::string_view line)>& parse);
+
+struct TrendsFile : JsonlReadStats {
+  std::vector<HotList> lists;  // ascending `updated`
 };
 
 // Reads TrendUpdate lines (blank lines are ignored) and cuts them into hot lists.

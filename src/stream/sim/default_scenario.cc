@@ -100,7 +100,7 @@ evergreen:
 # Daily-cycle bumps: ordinary words that rise and fall with the time of day. Not events.
 bumps:
   - {words: [夜宵, 烤串], peak: "21:00", width: 25m, amplitude: 0.8, share: 0.012}
-  - {words: [追剧], peak: "20:15", width: 6m, amplitude: 1.0, share: 0.008}
+  - {words: [追剧], peak: "20:15", width: 10m, amplitude: 0.6, share: 0.008}
   - {words: [跑步, 健身], peak: "20:05", width: 20m, amplitude: 0.5, share: 0.01}
 
 lexicon:

@@ -469,6 +469,17 @@ struct Generator::Impl {
     Engagement(&sp.post, users[author], 1.0);
   }
 
+  // Starts the post's text with "#phrase" + `close`, a phrase keyword span.
+  static void AppendHashtag(const std::string& phrase, std::string_view close, SimPost* sp) {
+    std::string& text = sp->post.text;
+    text.push_back('#');
+    sp->label.keywords.push_back({static_cast<uint32_t>(text.size()),
+                                  static_cast<uint32_t>(text.size() + phrase.size()),
+                                  KeywordKind::kPhrase});
+    text.append(phrase);
+    text.append(close);
+  }
+
   void MakeEvent(size_t e, int64_t ts) {
     const EventSpec& spec = s.events[e];
     EventState& st = events[e];
@@ -495,13 +506,7 @@ struct Generator::Impl {
     sp.label.sentiment = c.sentiment;
     sp.label.event = static_cast<int>(e);
     std::string& text = sp.post.text;
-    if (rng.Bernoulli(spec.hashtag_share)) {
-      text.push_back('#');
-      sp.label.keywords.push_back(
-          {1, static_cast<uint32_t>(1 + spec.phrase.size()), KeywordKind::kPhrase});
-      text.append(spec.phrase);
-      text.append("# ");
-    }
+    if (rng.Bernoulli(spec.hashtag_share)) AppendHashtag(spec.phrase, "# ", &sp);
     const PostTemplate& t = ev_t[rng.Below(ev_t.size())];
     Fill(t, c, &text, &sp.label.keywords);
     EnsureSentiment(t, c, &text);
@@ -529,13 +534,7 @@ struct Generator::Impl {
     sp.label.sentiment = c.sentiment;
     sp.label.spam = static_cast<int>(k);
     std::string& text = sp.post.text;
-    if (rng.Bernoulli(spec.hashtag_share)) {
-      text.push_back('#');
-      sp.label.keywords.push_back(
-          {1, static_cast<uint32_t>(1 + spec.phrase.size()), KeywordKind::kPhrase});
-      text.append(spec.phrase);
-      text.append("#");
-    }
+    if (rng.Bernoulli(spec.hashtag_share)) AppendHashtag(spec.phrase, "#", &sp);
     const auto& ts_list = spam_t[k];
     Fill(ts_list[rng.Below(ts_list.size())], c, &text, &sp.label.keywords);
     SetAuthor(&sp.post, author);
