@@ -262,6 +262,32 @@ TEST_F(SmallStream, LabelsAgreeWithTheText) {
   }
 }
 
+TEST_F(SmallStream, EventCopiesAreEarlierTextsWithASmallEdit) {
+  std::unordered_set<std::string> originals;
+  std::vector<std::string> edits = scenario_->lexicon.emoji;
+  edits.insert(edits.end(), scenario_->lexicon.pos.begin(), scenario_->lexicon.pos.end());
+  edits.insert(edits.end(), scenario_->lexicon.neg.begin(), scenario_->lexicon.neg.end());
+  int64_t copies = 0;
+  for (const auto& p : *posts_) {
+    if (p.label.event < 0 || p.label.repost) continue;
+    if (!p.label.copy) {
+      originals.insert(p.post.text);
+      continue;
+    }
+    ++copies;
+    EXPECT_FALSE(p.post.repost_of.has_value());
+    bool found = originals.count(p.post.text) > 0;  // the edit may have been dropped
+    for (const auto& e : edits) {
+      const std::string& t = p.post.text;
+      if (t.size() > e.size() && t.compare(t.size() - e.size(), e.size(), e) == 0) {
+        found = found || originals.count(t.substr(0, t.size() - e.size())) > 0;
+      }
+    }
+    EXPECT_TRUE(found) << p.post.text;
+  }
+  EXPECT_GT(copies, 20);
+}
+
 TEST_F(SmallStream, EngagementGrowsWithFollowers) {
   double small_likes = 0, big_likes = 0;
   int64_t small_n = 0, big_n = 0;

@@ -430,6 +430,22 @@ struct Generator::Impl {
     Engagement(&sp.post, users[author], heat * 0.5);
   }
 
+  // An original that copies a recent post's text with a small edit at the end (an emoticon, or a
+  // sentiment word of the same polarity): near-duplicates that are not reposts.
+  void MakeCopy(SimPost& sp, const Ring& ring, uint32_t author, double heat) {
+    const RingEntry& orig = ring.Pick(rng);
+    sp.label = orig.label;
+    sp.label.copy = true;
+    sp.post.text = orig.text;
+    std::string_view edit = vocab.emoji.Draw(rng);
+    if (orig.label.sentiment != SentimentLabel::kNeu && rng.Bernoulli(0.5)) {
+      edit = SentimentWord(orig.label.sentiment);
+    }
+    if (!CrossesLexicon(sp.post.text, edit)) sp.post.text.append(edit);
+    SetAuthor(&sp.post, author);
+    Engagement(&sp.post, users[author], heat);
+  }
+
   double BumpShare(size_t b, int64_t t) const {
     const BumpSpec& spec = s.bumps[b];
     int64_t local = (t + s.utc_offset_minutes * kMinuteMs) % kDayMs;
@@ -494,6 +510,10 @@ struct Generator::Impl {
     }
     if (!st.ring.empty() && rng.Bernoulli(spec.repost_share)) {
       MakeRepost(sp, st.ring, author, heat);
+      return;
+    }
+    if (!st.ring.empty() && rng.Bernoulli(spec.copy_share)) {
+      MakeCopy(sp, st.ring, author, heat);
       return;
     }
     FillContext c;
@@ -597,7 +617,7 @@ struct Generator::Impl {
   // Counts the post for the truth and keeps originals for reposting.
   void Account(const SimPost& sp, uint32_t author) {
     auto keep = [&](Ring& ring) {
-      if (sp.label.repost) return;
+      if (sp.label.repost || sp.label.copy) return;
       ring.Push({sp.post.id, sp.post.text, author, sp.post.likes, sp.label});
     };
     if (sp.label.event >= 0) {
@@ -930,6 +950,7 @@ void AppendLabelJson(const SimPost& sp, const Scenario& s, std::string* out) {
     out->append("null");
   }
   out->append(l.repost ? ",\"repost\":true" : ",\"repost\":false");
+  out->append(l.copy ? ",\"copy\":true" : ",\"copy\":false");
   out->append(",\"keywords\":[");
   for (size_t i = 0; i < l.keywords.size(); ++i) {
     const KeywordSpan& k = l.keywords[i];

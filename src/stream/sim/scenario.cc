@@ -355,9 +355,10 @@ Status ReadEvents(const Map& top, const Scenario& s, bool inherited, std::vector
   std::vector<EventSpec> events;
   std::set<std::string> ids;
   SURGE_RETURN_IF_ERROR(ForEachItem(top, "events", [&](const Map& m, size_t) -> Status {
-    SURGE_RETURN_IF_ERROR(m.CheckKeys(
-        {"id", "phrase", "terms", "category", "onset", "rise", "half_life", "peak_per_minute",
-         "shape", "shape_param", "sentiment", "repost_share", "hashtag_share", "phrase_share"}));
+    SURGE_RETURN_IF_ERROR(
+        m.CheckKeys({"id", "phrase", "terms", "category", "onset", "rise", "half_life",
+                     "peak_per_minute", "shape", "shape_param", "sentiment", "repost_share",
+                     "copy_share", "hashtag_share", "phrase_share"}));
     EventSpec e;
     for (auto key : {"id", "phrase", "terms", "category", "onset", "peak_per_minute"}) {
       SURGE_RETURN_IF_ERROR(m.Require(key));
@@ -396,6 +397,7 @@ Status ReadEvents(const Map& top, const Scenario& s, bool inherited, std::vector
     SURGE_RETURN_IF_ERROR(m.Double("shape_param", &e.shape_param, 0.05, 20));
     SURGE_RETURN_IF_ERROR(m.Mix("sentiment", &e.sentiment));
     SURGE_RETURN_IF_ERROR(m.Double("repost_share", &e.repost_share, 0, 0.95));
+    SURGE_RETURN_IF_ERROR(m.Double("copy_share", &e.copy_share, 0, 0.95));
     SURGE_RETURN_IF_ERROR(m.Double("hashtag_share", &e.hashtag_share, 0, 1));
     SURGE_RETURN_IF_ERROR(m.Double("phrase_share", &e.phrase_share, 0, 1));
     events.push_back(std::move(e));

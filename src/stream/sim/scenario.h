@@ -93,6 +93,7 @@ struct EventSpec {
   double shape_param = 2.0;  // gamma: shape k; log-normal: sigma
   Sentiment sentiment{0.3, 0.5, 0.2};
   double repost_share = 0.35;
+  double copy_share = 0.1;     // originals copying a recent event post with a small edit
   double hashtag_share = 0.3;  // posts that start with #phrase#
   double phrase_share = 0.75;  // {phrase} slots that get the phrase (else a term)
 };
