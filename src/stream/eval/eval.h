@@ -3,13 +3,14 @@
 // ## Ground-truth file (truth.json, written by `surge simulate --truth`)
 //
 //   {"format":"surge.sim.truth/1","scenario":"default","seed":42,
-//    "start_ms":1764676800000,"end_ms":1764678600000,"bucket_ms":60000,"posts":331245,
-//    "events":[{"id":"e01","phrase":"AI推理革命","terms":["芯片","算力","发布会"],
+//    "start_ms":1796212800000,"end_ms":1796214600000,"bucket_ms":60000,"posts":376478,
+//    "events":[{"id":"e01","phrase":"AI推理革命","terms":["芯片","发布会","处理器"],
 //               "category":"科技","sentiment":{"pos":0.6,"neu":0.3,"neg":0.1},
-//               "onset_ms":…,"peak_ms":…,"end_ms":…,"peak_per_min":600.0,
-//               "expected_posts":9000.0,"posts":8950,"authors":8012}],
-//    "spam":[{"id":"s01","phrase":"限时秒杀名牌包","terms":["代购","优惠券"],"category":"美食",
-//             "start_ms":…,"end_ms":…,"expected_posts":…,"posts":…,"bots":300}]}
+//               "onset_ms":1796212980000,"peak_ms":1796213340000,"end_ms":1796214600000,
+//               "peak_per_min":600.0,"expected_posts":6884.8,"posts":6816,"authors":6385}, …],
+//    "spam":[{"id":"s01","phrase":"奶茶0元领取","terms":["优惠券","私信","链接"],
+//             "category":"美食","start_ms":1796212920000,"end_ms":1796214480000,
+//             "expected_posts":12741.4,"posts":12772,"bots":400}, …]}
 //
 // * phrase: the event's new phrase. jieba does not know it as one word (it cuts it into pieces).
 // * terms: related key terms (dictionary words) that the event's posts use often; the phrase is
@@ -34,7 +35,7 @@
 //
 // ## Matching a listed topic to a target (event or spam campaign)
 //
-// norm(s): `s` without '#' characters and white space, ASCII letters lower-cased.
+// norm(s): `s` without '#'/'＃' and white space (ASCII, U+3000), ASCII letters lower-cased.
 // Surfaces of a topic: norm(hashtag) and norm(t) for its first `max_terms` terms (default 6;
 // later terms are ignored so that a topic cannot match everything by listing every word);
 // surfaces shorter than 2 code points are dropped.
@@ -73,8 +74,8 @@
 //                 at the end of the bucket in which it began. An event never listed counts as
 //                 infinitely late, so a detector cannot look fast by catching only the easy
 //                 events: the median over ALL events is finite only when recall >= 0.5 and the
-//                 p90 (nearest rank) only when recall >= 0.9 (JSON null otherwise). The median
-//                 over detected events alone is reported too.
+//                 p90 (nearest rank) only when at least that share was detected (JSON null
+//                 otherwise). The median over detected events alone is reported too.
 //   spam surfaced number of campaigns holding at least one spam slot in some list's top k.
 //   duplicate rate duplicate slots / (event + duplicate slots): how often a listed topic about
 //                 an active event repeats an event already listed higher. (Over all slots it
