@@ -374,6 +374,21 @@ TEST(GeneratorTest, EventPhrasesAreNotOneJiebaWord) {
   }
 }
 
+TEST(GeneratorTest, PeakShareScalesWithTheBackgroundRate) {
+  Scenario s = Load("small.yaml");
+  s.events[0].peak_share = 0.05;
+  for (double rate : {2000.0, 8000.0}) {
+    s.rate_per_min = rate;
+    auto g = Generator::Create(s);
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    const int64_t peak = s.start_ms + s.events[0].onset_ms + s.events[0].rise_ms;
+    const double want = 0.05 * (*g)->BackgroundRate(peak);
+    EXPECT_NEAR((*g)->EventRate(0, peak), want, 1e-9);
+    EXPECT_NEAR((*g)->truth().events[0].peak_per_min, want, 1e-9);
+    EXPECT_NEAR(want, 0.05 * rate * 0.97, 0.05 * rate * 0.02);  // diurnal ~0.97 at 20:04
+  }
+}
+
 TEST(GeneratorTest, RejectsADictionaryWordAsEventPhrase) {
   Scenario s = Load("small.yaml");
   s.events[0].phrase = "比赛";

@@ -176,7 +176,11 @@ TEST(ScenarioTest, EventErrors) {
        "event id 'a' is used twice"},
       {head + "category: 体育, onset: 1m, peak_per_minute: 10, terms: []}\n",
        "bad.yaml:2:88: field 'events[0].terms' is given twice"},
-      {head + "category: 体育, onset: 1m}\n", "field 'events[0].peak_per_minute': required"},
+      {head + "category: 体育, onset: 1m}\n", "give exactly one of peak_per_minute"},
+      {head + "category: 体育, onset: 1m, peak_per_minute: 5, peak_share: 0.1}\n",
+       "give exactly one of peak_per_minute"},
+      {head + "category: 体育, onset: 1m, peak_share: 0}\n",
+       "field 'events[0].peak_share': 0 is out of range"},
   };
   for (const auto& c : cases) {
     Status st = ParseError(c.yaml);

@@ -818,7 +818,11 @@ Result<std::unique_ptr<Generator>> Generator::Create(const Scenario& scenario) {
   }
   m.events.resize(s.events.size());
   for (size_t e = 0; e < s.events.size(); ++e) {
-    const EventSpec& spec = s.events[e];
+    EventSpec& spec = m.s.events[e];
+    if (spec.peak_share > 0) {
+      spec.peak_per_min =
+          spec.peak_share * m.BackgroundRate(m.start_ms + spec.onset_ms + spec.rise_ms);
+    }
     auto& st = m.events[e];
     st.onset = m.start_ms + spec.onset_ms;
     st.peak = st.onset + spec.rise_ms;

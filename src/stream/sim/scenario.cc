@@ -357,11 +357,16 @@ Status ReadEvents(const Map& top, const Scenario& s, bool inherited, std::vector
   SURGE_RETURN_IF_ERROR(ForEachItem(top, "events", [&](const Map& m, size_t) -> Status {
     SURGE_RETURN_IF_ERROR(
         m.CheckKeys({"id", "phrase", "terms", "category", "onset", "rise", "half_life",
-                     "peak_per_minute", "shape", "shape_param", "sentiment", "repost_share",
-                     "copy_share", "hashtag_share", "phrase_share"}));
+                     "peak_per_minute", "peak_share", "shape", "shape_param", "sentiment",
+                     "repost_share", "copy_share", "hashtag_share", "phrase_share"}));
     EventSpec e;
-    for (auto key : {"id", "phrase", "terms", "category", "onset", "peak_per_minute"}) {
+    for (auto key : {"id", "phrase", "terms", "category", "onset"}) {
       SURGE_RETURN_IF_ERROR(m.Require(key));
+    }
+    if (m.Has("peak_per_minute") == m.Has("peak_share")) {
+      return m.Error(m.node(), "peak_per_minute",
+                     "give exactly one of peak_per_minute (posts per minute at the peak) and "
+                     "peak_share (share of the background rate)");
     }
     SURGE_RETURN_IF_ERROR(m.String("id", &e.id));
     if (!ids.insert(e.id).second) {
@@ -381,6 +386,7 @@ Status ReadEvents(const Map& top, const Scenario& s, bool inherited, std::vector
     SURGE_RETURN_IF_ERROR(m.Duration("rise", &e.rise_ms, 1000));
     SURGE_RETURN_IF_ERROR(m.Duration("half_life", &e.half_life_ms, 1000));
     SURGE_RETURN_IF_ERROR(m.Double("peak_per_minute", &e.peak_per_min, 1e-3, 1e7));
+    SURGE_RETURN_IF_ERROR(m.Double("peak_share", &e.peak_share, 1e-6, 100));
     if (m.Has("shape")) {
       std::string shape;
       SURGE_RETURN_IF_ERROR(m.String("shape", &shape));

@@ -89,6 +89,9 @@ struct EventSpec {
   int64_t rise_ms = 300'000;       // onset to peak
   int64_t half_life_ms = 240'000;  // exponential decay after the peak
   double peak_per_min = 300;       // posts per minute at the peak
+  // Alternative to peak_per_min (exactly one is given): the peak as a share of the background
+  // rate at the peak time (rate_per_minute x diurnal), so the event scales with --rate.
+  double peak_share = 0;
   RiseShape shape = RiseShape::kGamma;
   double shape_param = 2.0;  // gamma: shape k; log-normal: sigma
   Sentiment sentiment{0.3, 0.5, 0.2};
