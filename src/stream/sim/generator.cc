@@ -382,17 +382,16 @@ struct Generator::Impl {
     return SentimentLabel::kNeg;
   }
 
-  // Ensures pos/neg posts hold a sentiment word (templates without a {sentiment} slot).
-  void EnsureSentiment(const PostTemplate& t, const FillContext& c, std::string* text) {
-    if (c.sentiment == SentimentLabel::kNeu || t.HasSlot(Slot::kSentiment)) return;
-    for (int attempt = 0; attempt < 8; ++attempt) {
-      const std::string& w = SentimentWord(c.sentiment);
-      if (!CrossesLexicon("，", w)) {
-        text->append("，");
-        text->append(w);
-        return;
-      }
+  // Ensures pos/neg posts hold a sentiment word (templates without a {sentiment} slot, or one
+  // whose word had to be dropped).
+  void EnsureSentiment(const FillContext& c, std::string* text) {
+    if (c.sentiment == SentimentLabel::kNeu) return;
+    const WordPool& pool = c.sentiment == SentimentLabel::kPos ? vocab.pos : vocab.neg;
+    for (const auto& w : pool.words) {
+      if (text->find(w) != std::string::npos) return;
     }
+    text->append("，");  // punctuation: nothing can cross it
+    text->append(SentimentWord(c.sentiment));
   }
 
   uint32_t OrdinaryAuthor() { return static_cast<uint32_t>(activity.Draw(rng)); }
@@ -480,7 +479,7 @@ struct Generator::Impl {
         Fill(bump_t[rng.Below(bump_t.size())], c, &text, &sp.label.keywords);
       }
     }
-    EnsureSentiment(t, c, &text);
+    EnsureSentiment(c, &text);
     SetAuthor(&sp.post, author);
     Engagement(&sp.post, users[author], 1.0);
   }
@@ -529,7 +528,7 @@ struct Generator::Impl {
     if (rng.Bernoulli(spec.hashtag_share)) AppendHashtag(spec.phrase, "# ", &sp);
     const PostTemplate& t = ev_t[rng.Below(ev_t.size())];
     Fill(t, c, &text, &sp.label.keywords);
-    EnsureSentiment(t, c, &text);
+    EnsureSentiment(c, &text);
     SetAuthor(&sp.post, author);
     Engagement(&sp.post, users[author], heat);
   }
