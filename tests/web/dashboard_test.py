@@ -9,6 +9,7 @@ restarts, and that nothing threw. Saves screenshots to --out. Exits 77 (ctest: s
 Chromium is not installed.
 
     python3 tests/web/dashboard_test.py --surge build/release/bin/surge --out build/release/web
+    python3 tests/web/dashboard_test.py --url http://127.0.0.1:8080/ --out DIR   # a running one
 """
 import argparse
 import base64
@@ -89,10 +90,6 @@ class Dashboard:
             self.stop()
             raise Failure("surge dashboard did not start")
         self.port = int(self.url.rsplit(":", 1)[1].strip("/"))
-
-    def get_json(self, path):
-        with urllib.request.urlopen(self.url.rstrip("/") + path, timeout=10) as r:
-            return json.load(r)
 
     def stop(self):
         stop_process(self.proc)
@@ -217,6 +214,71 @@ PAGE_STATE = r"""(function () {
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
+def get_json(url, path):
+    with urllib.request.urlopen(url.rstrip("/") + path, timeout=10) as r:
+        return json.load(r)
+
+
+def check_page(browser, url, out, known=None):
+    """The checks that hold for any running pipeline: fills, updates, panel, health. `known`:
+    the hashtags the rows must come from (None: any non-empty hashtag)."""
+    print("dashboard fills and updates")
+    browser.call("Page.navigate", {"url": url})
+    state = wait_for(lambda: (lambda s: s if s and s["rows"] and s["conn"] == "live" else None)(
+        browser.eval(PAGE_STATE)), "the hot list fills over a live stream")
+    rows = state["rows"]
+    check(state["hasD3"], "the charting library (libjs-d3) loaded")
+    check(not state["notice"], "no warning notice on the page")
+    check([r["rank"] for r in rows] == [str(i) for i in range(1, len(rows) + 1)],
+          "ranks 1..%d in order" % len(rows))
+    if known is not None:
+        check(len(rows) == 10, "10 rows shown (%d)" % len(rows))
+        check(all(r["hashtag"] in known and CJK.search(r["hashtag"]) for r in rows),
+              "every row shows a Chinese hashtag from the replayed file")
+    else:
+        check(all(r["hashtag"] for r in rows), "every row shows a hashtag")
+    check(all(r["spark"].startswith("M") for r in rows), "every row has a heat sparkline")
+    check(all(r["senti"] == 3 for r in rows), "every row has a 3-part sentiment bar")
+    check(all(r["category"] for r in rows), "every row shows its category")
+    first_seq, first_bucket = state["seq"], state["bucket"]
+    first_rows = [(r["topic"], r["heat"]) for r in rows]
+    state = wait_for(lambda: (lambda s: s if s["seq"] > first_seq and s["rows"] else None)(
+        browser.eval(PAGE_STATE)), "the hot list updates live (a later bucket arrives)")
+    check(state["bucket"] != first_bucket,
+          "the bucket shown moved on (%s -> %s)" % (first_bucket, state["bucket"]))
+    check([(r["topic"], r["heat"]) for r in state["rows"]] != first_rows, "the rows changed with it")
+    wait_for(lambda: any(r["move"][:1] in ("↑", "↓") for r in browser.eval(PAGE_STATE)["rows"]),
+             "rank moves (↑/↓) are shown")
+    api = get_json(url, "/v1/trends")
+    check(api["trends"] and (known is None or api["trends"][0]["hashtag"] in known),
+          "the API serves the hot list too")
+
+    print("topic panel and health strip")
+    state = wait_for(lambda: (lambda s: s if s["heatLine"] else None)(browser.eval(PAGE_STATE)),
+                     "the topic panel shows a heat chart")
+    if known is not None:
+        state = wait_for(lambda: (lambda s: s if s["samples"] else None)(browser.eval(PAGE_STATE)),
+                         "and sample posts")
+        check(any(CJK.search(t) for t in state["samples"]), "sample posts show Chinese text")
+        check("replay" in state["health"]["source"], "the health strip shows the source")
+    check(state["health"]["buckets"] not in ("", "—"), "the health strip shows the buckets")
+    if len(state["rows"]) >= 3:
+        third = state["rows"][2]
+        browser.eval("document.querySelectorAll('#hot tbody tr')[2].click()")
+        wait_for(lambda: browser.eval(PAGE_STATE)["detailTitle"] == third["hashtag"],
+                 "clicking a row shows that topic (%s)" % third["hashtag"])
+        wait_for(lambda: browser.eval(PAGE_STATE)["heatDots"] >= 1,
+                 "its heat chart has points for its buckets")
+    browser.screenshot(os.path.join(out, "dashboard.png"))
+
+
+def check_no_errors(browser):
+    # A lost connection is reported by Chromium as an error for the stream URL.
+    errors = [e for e in browser.console_errors if "/v1/trends/stream" not in e]
+    check(not browser.exceptions, "no uncaught exception on the page %s" % browser.exceptions)
+    check(not errors, "no console error %s" % errors)
+
+
 def run(args):
     chromium = args.chromium or shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
@@ -226,6 +288,12 @@ def run(args):
     tmp = tempfile.mkdtemp(prefix="surge_web_test_")
     dash = browser = None
     try:
+        if args.url:  # a dashboard that is already running (e.g. `surge demo`)
+            browser = Browser(chromium, os.path.join(tmp, "profile"))
+            check_page(browser, args.url, args.out)
+            check_no_errors(browser)
+            return 0
+
         sys.argv = ["synthetic", "--out", tmp, "--buckets", "30", "--top", "10"]
         synthetic.main()
         trends = os.path.join(tmp, "trends.jsonl")
@@ -242,52 +310,9 @@ def run(args):
         check("no usable trend update in 2 lines" in r.stderr and "line 1" in r.stderr,
               "and says why, naming the line (%s)" % r.stderr.strip()[:120])
 
-        print("dashboard fills and updates")
         dash = Dashboard(args.surge, trends, posts)
         browser = Browser(chromium, os.path.join(tmp, "profile"))
-        browser.call("Page.navigate", {"url": dash.url})
-        state = wait_for(lambda: (lambda s: s if s and s["rows"] and s["conn"] == "live" else None)(
-            browser.eval(PAGE_STATE)), "the hot list fills over a live stream")
-        check(state["hasD3"], "the charting library (libjs-d3) loaded")
-        check(not state["notice"], "no warning notice on the page")
-        check(len(state["rows"]) == 10, "10 rows shown (%d)" % len(state["rows"]))
-        check([r["rank"] for r in state["rows"]] == [str(i) for i in range(1, 11)],
-              "ranks 1..10 in order")
-        check(all(r["hashtag"] in known and CJK.search(r["hashtag"]) for r in state["rows"]),
-              "every row shows a Chinese hashtag from the replayed file")
-        check(all(r["spark"].startswith("M") for r in state["rows"]),
-              "every row has a heat sparkline")
-        check(all(r["senti"] == 3 for r in state["rows"]), "every row has a 3-part sentiment bar")
-        check(all(r["category"] and r["category"] != "—" for r in state["rows"]),
-              "every row shows its category")
-        first_seq, first_bucket = state["seq"], state["bucket"]
-        first_rows = [(r["topic"], r["heat"]) for r in state["rows"]]
-        state = wait_for(lambda: (lambda s: s if s["seq"] > first_seq and s["rows"] else None)(
-            browser.eval(PAGE_STATE)), "the hot list updates live (a later bucket arrives)")
-        check(state["bucket"] != first_bucket,
-              "the bucket shown moved on (%s -> %s)" % (first_bucket, state["bucket"]))
-        check([(r["topic"], r["heat"]) for r in state["rows"]] != first_rows,
-              "the rows changed with it")
-        # Over several buckets ranks move: some row shows a move or a new entry.
-        wait_for(lambda: any(r["move"][:1] in ("↑", "↓") for r in browser.eval(PAGE_STATE)["rows"]),
-                 "rank moves (↑/↓) are shown")
-        api = dash.get_json("/v1/trends")
-        check(api["trends"] and api["trends"][0]["hashtag"] in known,
-              "the API serves the same replayed list")
-
-        print("topic panel and health strip")
-        state = wait_for(lambda: (lambda s: s if s["heatLine"] and s["samples"] else None)(
-            browser.eval(PAGE_STATE)), "the topic panel shows a heat chart and sample posts")
-        check(any(CJK.search(t) for t in state["samples"]), "sample posts show Chinese text")
-        check(state["health"]["buckets"] not in ("", "—"), "the health strip shows the buckets")
-        check("replay" in state["health"]["source"], "and the source")
-        third = state["rows"][2]
-        browser.eval("document.querySelectorAll('#hot tbody tr')[2].click()")
-        wait_for(lambda: browser.eval(PAGE_STATE)["detailTitle"] == third["hashtag"],
-                 "clicking a row shows that topic (%s)" % third["hashtag"])
-        wait_for(lambda: browser.eval(PAGE_STATE)["heatDots"] >= 2,
-                 "its heat chart has points for its buckets")
-        browser.screenshot(os.path.join(args.out, "dashboard.png"))
+        check_page(browser, dash.url, args.out, known)
 
         print("reconnects after the server restarts")
         events = browser.eval(PAGE_STATE)["events"]
@@ -298,11 +323,7 @@ def run(args):
         wait_for(lambda: (lambda s: s["conn"] == "live" and s["events"] > events)(
             browser.eval(PAGE_STATE)), "it reconnects and receives buckets again")
         browser.screenshot(os.path.join(args.out, "dashboard_reconnected.png"))
-
-        # The connection loss itself is reported by Chromium as an error for the stream URL.
-        errors = [e for e in browser.console_errors if "/v1/trends/stream" not in e]
-        check(not browser.exceptions, "no uncaught exception on the page %s" % browser.exceptions)
-        check(not errors, "no console error %s" % errors)
+        check_no_errors(browser)
         return 0
     finally:
         if browser:
@@ -314,10 +335,13 @@ def run(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--surge", required=True, help="the surge binary")
+    ap.add_argument("--surge", help="the surge binary (for the replayed synthetic buckets)")
+    ap.add_argument("--url", help="check a dashboard already running there instead (e.g. the demo)")
     ap.add_argument("--out", required=True, help="folder for the screenshots")
     ap.add_argument("--chromium", help="browser binary (default: chromium on PATH)")
     args = ap.parse_args()
+    if not args.surge and not args.url:
+        ap.error("give --surge (replay synthetic buckets) or --url (a running dashboard)")
     try:
         rc = run(args)
     except Failure as e:

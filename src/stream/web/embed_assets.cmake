@@ -25,6 +25,9 @@ foreach(name IN LISTS names)
   string(APPEND table "    {\"/${name}\", \"${type}\", {reinterpret_cast<const char*>(kData${i}), ${size}}},\n")
   math(EXPR i "${i} + 1")
 endforeach()
+if(i EQUAL 0)  # no files: C++ has no empty arrays
+  set(table "    {\"\", \"\", {}},\n")
+endif()
 set(text "// Generated from web/ by src/stream/web/embed_assets.cmake at build time; do not edit.
 #include \"stream/web/assets.h\"
 
@@ -37,7 +40,7 @@ ${table}};
 
 }  // namespace
 
-std::span<const Asset> EmbeddedAssets() { return kAssets; }
+std::span<const Asset> EmbeddedAssets() { return std::span<const Asset>(kAssets, ${i}); }
 
 }  // namespace surge::stream::web
 ")
