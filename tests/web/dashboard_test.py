@@ -99,7 +99,11 @@ class Browser:
     """Headless Chromium with one page, over the DevTools protocol."""
 
     def __init__(self, chromium, profile):
-        import websocket  # websocket-client, from tools/requirements.txt
+        try:
+            import websocket  # websocket-client, from tools/requirements.txt
+        except ImportError:
+            raise Failure("the Python package websocket-client is missing (tools/requirements.txt; "
+                          "scripts/setup installs it into .venv)")
 
         self.proc = subprocess.Popen(
             [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
