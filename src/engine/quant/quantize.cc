@@ -115,8 +115,8 @@ Status Quantize(const ir::Graph& graph, const CalibrationCache* cache,
   }
   const GuardResult& g = report->guard;
   const std::string engine_line =
-      guard ? fmt::format("engine {}, top-1 drop {} ({})", g.final_agreement.Summary(),
-                          Pct(1 - g.final_agreement.top1_agreement()), g.budget.ToString())
+      guard ? fmt::format("engine cosine {:.6f}, top-1 drop {}", g.final_agreement.cosine(),
+                          Pct(1 - g.final_agreement.top1_agreement()))
             : "";
   int quantised = 0;
   for (const std::string& name : candidates) {
@@ -143,8 +143,8 @@ Status Quantize(const ir::Graph& graph, const CalibrationCache* cache,
       lp.reason = cache != nullptr ? cal + "calibrated (" + spec.calibrator + "), no accuracy guard"
                                    : "build precision, no calibration cache and no accuracy guard";
     } else if (alone.empty()) {
-      lp.reason = cal + "every layer " + std::string(PrecisionName(target)) +
-                  " meets the budget: " + engine_line;
+      lp.reason = cal + "with every layer " + std::string(PrecisionName(target)) +
+                  " the budget holds: " + engine_line;
     } else {
       lp.reason = cal + alone + "; " + engine_line;
     }

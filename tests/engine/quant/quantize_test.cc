@@ -212,7 +212,7 @@ TEST(AccuracyGuard, LooseBudgetKeepsEveryLayerInt8) {
   EXPECT_EQ(report.guard.plans_evaluated, 1);
   EXPECT_EQ(report.quantised, 10);
   for (const auto& [name, l] : c.quant.layers) {
-    EXPECT_NE(l.reason.find("every layer int8 meets the budget"), std::string::npos) << l.reason;
+    EXPECT_NE(l.reason.find("with every layer int8 the budget holds"), std::string::npos) << l.reason;
   }
 }
 
