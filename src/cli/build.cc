@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "cli/engine_io.h"
+#include "cli/text_inputs.h"
 #include "engine/builder/builder.h"
 #include "engine/quant/quantize.h"
 
@@ -39,12 +40,7 @@ Result<engine::quant::QuantizeOptions> QuantOptions(const BuildArgs& a) {
   o.guard_options.budget.min_cosine = a.min_cosine;
   SURGE_ASSIGN_OR_RETURN(o.guard_options.budget.max_top1_drop,
                          ParseFraction(a.max_top1_drop, "--max-top1-drop"));
-  for (size_t pos = 0; pos < a.top1_outputs.size();) {
-    size_t end = a.top1_outputs.find(',', pos);
-    if (end == std::string::npos) end = a.top1_outputs.size();
-    if (end > pos) o.guard_options.top1_outputs.push_back(a.top1_outputs.substr(pos, end - pos));
-    pos = end + 1;
-  }
+  o.guard_options.top1_outputs = SplitCommaList(a.top1_outputs);
   o.guard_options.num_threads = a.threads;
   return o;
 }

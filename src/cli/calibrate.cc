@@ -156,11 +156,7 @@ std::function<int()> SetupCalibrate(CLI::App& sub) {
   sub.add_option("model", a->model, "ONNX file or Hugging Face folder")->required();
   sub.add_option("-o,--output", a->output, "calibration cache to write")->required();
   sub.add_option("--texts", a->texts, "unlabelled posts, one per line");
-  sub.add_option("--vocab", a->text.vocab, "the model's BERT vocab.txt (with --texts)");
-  sub.add_option("--tokenizer", a->text.tokenizer_json, "or its tokenizer.json (with --texts)");
-  sub.add_option("--max-length", a->text.max_length,
-                 "tokens per post incl. [CLS]/[SEP] (0: min(128, model positions))");
-  sub.add_option("--batch", a->text.batch, "posts per batch")->capture_default_str();
+  AddTextInputOptions(sub, &a->text);
   sub.add_option("--max-texts", a->max_texts, "use at most this many lines (0: all)");
   sub.add_option(
       "--inputs", a->inputs,

@@ -189,14 +189,7 @@ int RunCompare(CompareArgs a) {
     return Fail(
         InvalidArgumentError("--max-top1-drop {} must be a fraction in [0, 1]", a.max_top1_drop));
   }
-  std::vector<std::string> top1;
-  for (size_t pos = 0; pos < a.top1_outputs.size();) {
-    size_t end = a.top1_outputs.find(',', pos);
-    if (end == std::string::npos) end = a.top1_outputs.size();
-    if (end > pos) top1.push_back(a.top1_outputs.substr(pos, end - pos));
-    pos = end + 1;
-  }
-  engine::quant::AgreementMeter meter(top1);
+  engine::quant::AgreementMeter meter(SplitCommaList(a.top1_outputs));
   auto engine = engine::Engine::Load(a.plan);
   if (!engine.ok()) return Fail(engine.status());
   std::shared_ptr<const engine::Engine> other;
@@ -333,11 +326,7 @@ std::function<int()> SetupCompare(CLI::App& sub) {
   sub.add_option("--rtol", a->rtol, "relative tolerance")->capture_default_str();
   sub.add_flag("--json", a->json, "print JSON");
   sub.add_option("--texts", a->texts, "inputs for --against from posts, one per line");
-  sub.add_option("--vocab", a->text.vocab, "the model's BERT vocab.txt (with --texts)");
-  sub.add_option("--tokenizer", a->text.tokenizer_json, "or its tokenizer.json (with --texts)");
-  sub.add_option("--max-length", a->text.max_length,
-                 "tokens per post (0: min(128, model positions))");
-  sub.add_option("--batch", a->text.batch, "posts per batch")->capture_default_str();
+  AddTextInputOptions(sub, &a->text);
   sub.add_option("--min-cosine", a->min_cosine,
                  "pass when the row-wise cosine is at least this (replaces --atol/--rtol)");
   sub.add_option(

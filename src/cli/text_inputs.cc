@@ -24,6 +24,25 @@ int64_t ModelMaxSeq(const engine::ir::Graph& graph) {
 
 }  // namespace
 
+void AddTextInputOptions(CLI::App& sub, TextInputOptions* o) {
+  sub.add_option("--vocab", o->vocab, "the model's BERT vocab.txt (with --texts)");
+  sub.add_option("--tokenizer", o->tokenizer_json, "or its tokenizer.json (with --texts)");
+  sub.add_option("--max-length", o->max_length,
+                 "tokens per post incl. [CLS]/[SEP] (0: min(128, model positions))");
+  sub.add_option("--batch", o->batch, "posts per batch")->capture_default_str();
+}
+
+std::vector<std::string> SplitCommaList(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    if (end > pos) out.push_back(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return out;
+}
+
 Result<std::unique_ptr<text::Tokenizer>> LoadTokenizer(const TextInputOptions& o) {
   if (o.vocab.empty() == o.tokenizer_json.empty()) {
     return InvalidArgumentError(

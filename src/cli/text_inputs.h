@@ -4,6 +4,7 @@
 // token_type_ids (and position_ids) inputs.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,12 @@ struct TextInputOptions {
   int max_length = 0;          // tokens per text incl. specials; 0: min(128, model positions)
   int batch = 8;               // texts per batch
 };
+
+// Adds --vocab, --tokenizer, --max-length and --batch to a subcommand that takes --texts.
+void AddTextInputOptions(CLI::App& sub, TextInputOptions* options);
+
+// "a,b,,c" -> {"a", "b", "c"}.
+std::vector<std::string> SplitCommaList(const std::string& text);
 
 // Exactly one of vocab / tokenizer_json (InvalidArgument naming both flags otherwise).
 Result<std::unique_ptr<text::Tokenizer>> LoadTokenizer(const TextInputOptions& options);
