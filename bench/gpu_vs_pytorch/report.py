@@ -23,10 +23,15 @@ def main():
         mode = "padding-free" if r["padding_free"] else "padded"
         eager = tmed.get((r["shape"], "eager"))
         graph = tmed.get((r["shape"], "cuda_graph"))
-        rows.append({"shape": r["shape"], "surge_mode": mode, "surge_ms": r["median_ms"],
-                     "torch_eager_ms": eager, "torch_graph_ms": graph,
-                     "speedup_vs_eager": eager / r["median_ms"] if eager else None,
-                     "speedup_vs_graph": graph / r["median_ms"] if graph else None})
+        rows.append({
+  "shape" : r["shape"],
+            "surge_mode" : mode,
+                           "surge_ms" : r["median_ms"],
+                                        "torch_eager_ms" : eager,
+                                                           "torch_graph_ms"
+      : graph,
+        "speedup_vs_eager" : eager / r["median_ms"] if eager else None,
+        "speedup_vs_graph" : graph / r["median_ms"] if graph else None})
     out = {"date": args.date, "machine": args.machine, "surge": surge, "torch": torch, "table": rows}
     path = os.path.join("bench", "results", f"{args.date}-gpu-bert-{args.machine}.json")
     with open(path, "w") as f:

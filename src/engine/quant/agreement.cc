@@ -110,4 +110,22 @@ Status AgreementMeter::Add(const TensorMap& inputs, const TensorMap& reference,
   return Status::Ok();
 }
 
+Result<Agreement> MeasureAgreement(const Engine& reference, const Engine& candidate,
+                                   std::span<const TensorMap> batches,
+                                   std::vector<std::string> top1_outputs) {
+  SURGE_ASSIGN_OR_RETURN(auto rc, reference.CreateContext());
+  SURGE_ASSIGN_OR_RETURN(auto cc, candidate.CreateContext());
+  AgreementMeter meter(std::move(top1_outputs));
+  for (size_t i = 0; i < batches.size(); ++i) {
+    auto r = rc->Run(batches[i]);
+    if (!r.ok()) return r.status().WithContext(fmt::format("reference, batch {}", i + 1));
+    TensorMap owned;
+    for (auto& [name, t] : *r) owned.emplace(name, t.Clone());
+    auto c = cc->Run(batches[i]);
+    if (!c.ok()) return c.status().WithContext(fmt::format("candidate, batch {}", i + 1));
+    SURGE_RETURN_IF_ERROR(meter.Add(batches[i], owned, *c));
+  }
+  return meter.result();
+}
+
 }  // namespace surge::engine::quant

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -60,5 +61,11 @@ class AgreementMeter {
   std::vector<std::string> top1_names_;
   Agreement result_;
 };
+
+// Runs `reference` and `candidate` on every batch and measures the candidate's agreement.
+// Errors name the batch that failed to run.
+Result<Agreement> MeasureAgreement(const Engine& reference, const Engine& candidate,
+                                   std::span<const TensorMap> batches,
+                                   std::vector<std::string> top1_outputs = {});
 
 }  // namespace surge::engine::quant

@@ -69,6 +69,12 @@ Status Quantize(const ir::Graph& graph, const CalibrationCache* cache,
   std::map<std::string, std::string> calibrated;  // layer -> "amax 3.2 (max 7.9)"
   for (const QuantLayer& l : layers) {
     LayerPrecision lp{base, ""};
+    if (NeedsScales(target) && config->backend == "cuda" && (l.k % 16 != 0 || l.n % 16 != 0)) {
+      lp.reason = fmt::format("K={} N={}: the cuda backend's INT8/FP8 GEMMs need multiples of 16",
+                              l.k, l.n);
+      spec.layers[l.name] = lp;
+      continue;
+    }
     if (NeedsScales(target)) {
       auto st = cache->tensors.find(l.input);
       if (st == cache->tensors.end()) {

@@ -65,19 +65,9 @@ std::shared_ptr<const Engine> Load(const std::string& bytes) {
 }
 
 Agreement Measure(const Engine& ref, const Engine& cand, const std::vector<TensorMap>& batches) {
-  auto rc = ref.CreateContext();
-  auto cc = cand.CreateContext();
-  AgreementMeter meter;
-  for (const TensorMap& b : batches) {
-    auto r = (*rc)->Run(b);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    TensorMap owned;
-    for (auto& [k, v] : *r) owned.emplace(k, v.Clone());
-    auto c = (*cc)->Run(b);
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    EXPECT_TRUE(meter.Add(b, owned, *c).ok());
-  }
-  return meter.result();
+  auto a = MeasureAgreement(ref, cand, batches);
+  EXPECT_TRUE(a.ok()) << a.status().ToString();
+  return a.ok() ? *a : Agreement{};
 }
 
 BuilderConfig Config(Precision p) {
@@ -212,7 +202,8 @@ TEST(AccuracyGuard, LooseBudgetKeepsEveryLayerInt8) {
   EXPECT_EQ(report.guard.plans_evaluated, 1);
   EXPECT_EQ(report.quantised, 10);
   for (const auto& [name, l] : c.quant.layers) {
-    EXPECT_NE(l.reason.find("with every layer int8 the budget holds"), std::string::npos) << l.reason;
+    EXPECT_NE(l.reason.find("with every layer int8 the budget holds"), std::string::npos)
+        << l.reason;
   }
 }
 
