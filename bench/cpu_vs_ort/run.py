@@ -32,9 +32,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SHAPES = [(1, 32), (1, 128), (8, 128), (32, 128)]
 
 
-def iterations_for(model, batch, seq):
+def iterations_for(model, batch, seq, minimum=5):
     work = batch * seq * (12 if model == "bert_base" else 1)
-    return max(5, min(200, int(20000 / work)))
+    return max(minimum, min(200, int(20000 / work)))
 
 
 def ort_time(path, batch, seq, threads, warmup, iters, vocab):
@@ -180,6 +180,7 @@ def main():
     ap.add_argument("--models", default="bert_base,bert_4l_256")
     ap.add_argument("--shapes", default=",".join(f"{b}x{s}" for b, s in SHAPES))
     ap.add_argument("--precisions", default="fp32,int8")
+    ap.add_argument("--min-iterations", type=int, default=5)
     ap.add_argument("--calib-texts", type=int, default=400)
     ap.add_argument("--eval-texts", type=int, default=400)
     ap.add_argument("--surge", default=os.path.join(ROOT, "build/release/bin/surge"))
@@ -209,7 +210,7 @@ def main():
         if int8:
             int8_plan, int8_builds[model] = build_int8(a, model, onnx_path, folder, profile)
         for batch, seq in shapes:
-            iters = iterations_for(model, batch, seq)
+            iters = iterations_for(model, batch, seq, a.min_iterations)
             warmup = max(2, iters // 10)
             s50, s99 = surge_bench(a.surge, plan, batch, seq, a.threads, warmup, iters)
             o50, o99 = ort_time(onnx_path, batch, seq, a.threads, warmup, iters, 21128)
@@ -237,6 +238,8 @@ def main():
                   flush=True)
     import onnxruntime
     result = {"date": datetime.date.today().isoformat(), "host": platform.node(),
+              "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(default)"),
+              "loadavg_at_end": open("/proc/loadavg").read().split()[:3],
               "cpu": platform.processor() or platform.machine(), "threads": a.threads,
               "onnxruntime": onnxruntime.__version__, "rows": rows,
               "int8_builds": int8_builds, "accuracy": accuracy_rows}

@@ -16,6 +16,7 @@
 
 #include "engine/backends/cpu/isa.h"
 #include "engine/builder/builder.h"
+#include "engine/plan/plan_file.h"
 #include "engine/quant/calibrate.h"
 
 namespace surge::engine::quant {
@@ -388,6 +389,120 @@ TEST(QuantizeErrors, GuardBudgetOutOfRange) {
   Status st = Quantize(f.graph, &f.cache, o, &c, nullptr);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("min cosine 1.5"), std::string::npos) << st.ToString();
+}
+
+// The CPU tactics blob of an INT8 plan (version 2: quantised weight entries), corrupted where it
+// matters; each corruption is a clear error at load, never a crash or a silently wrong engine.
+class QuantBlob : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const Fixture& f = BertSeqcls();
+    config_ = Config(Precision::kInt8);
+    QuantizeOptions o;
+    o.guard = false;
+    ASSERT_TRUE(Quantize(f.graph, &f.cache, o, &config_, nullptr).ok());
+    const std::string plan_bytes = Build(f.graph, config_);
+    auto plan = plan::PlanFile::FromBytes(
+        {reinterpret_cast<const uint8_t*>(plan_bytes.data()), plan_bytes.size()});
+    ASSERT_TRUE(plan.ok());
+    auto t = (*plan)->Section(plan::kTacticsSection);
+    ASSERT_TRUE(t.ok());
+    blob_.assign(reinterpret_cast<const char*>(t->data()), t->size());
+    graph_ = std::make_shared<ir::Graph>(f.graph);
+    // Walk the header to the weight table: magic, version, isa, oneDNN version, descriptor
+    // size, node count, one kernel byte per node, weight count.
+    size_t at = 8;
+    auto str = [&] {
+      uint32_t n;
+      std::memcpy(&n, blob_.data() + at, 4);
+      at += 4 + n;
+    };
+    str();
+    str();
+    at += 4;
+    uint32_t nodes;
+    std::memcpy(&nodes, blob_.data() + at, 4);
+    at += 4;
+    kernels_at_ = at;
+    at += nodes + 4;
+    // Entries: node, k, n, bias, residual, activation, format, [x_scale, y_scale, count, scales],
+    // descriptor, impl, offset, size.
+    while (entries_.size() < 10) {
+      Entry e;
+      std::memcpy(&e.node, blob_.data() + at, 4);
+      e.format_at = at + 4 + 16 + 3;
+      e.x_scale_at = e.format_at + 1;
+      e.y_scale_at = e.x_scale_at + 4;
+      e.count_at = e.y_scale_at + 4;
+      uint32_t count;
+      std::memcpy(&count, blob_.data() + e.count_at, 4);
+      at = e.count_at + 4 + 4 * count;
+      str();
+      str();
+      at += 16;
+      entries_.push_back(e);
+    }
+  }
+  Status Load(const std::string& b) {
+    return FindBackend("cpu")
+        ->Load(graph_, {reinterpret_cast<const uint8_t*>(b.data()), b.size()}, config_, {})
+        .status();
+  }
+  template <typename T>
+  std::string With(size_t at, T v) const {
+    std::string b = blob_;
+    std::memcpy(b.data() + at, &v, sizeof(T));
+    return b;
+  }
+  float Scale(size_t at) const {
+    float f;
+    std::memcpy(&f, blob_.data() + at, 4);
+    return f;
+  }
+  struct Entry {
+    uint32_t node = 0;
+    size_t format_at = 0, x_scale_at = 0, y_scale_at = 0, count_at = 0;
+  };
+  BuilderConfig config_;
+  std::string blob_;
+  std::shared_ptr<ir::Graph> graph_;
+  size_t kernels_at_ = 0;
+  std::vector<Entry> entries_;
+};
+
+TEST_F(QuantBlob, IntactLoadsAndEveryCorruptionIsNamed) {
+  ASSERT_TRUE(Load(blob_).ok()) << Load(blob_).ToString();
+  EXPECT_EQ(blob_[4], 2);  // quantised plans are version 2
+  auto expect = [&](const std::string& b, const std::string& text) {
+    Status st = Load(b);
+    EXPECT_FALSE(st.ok()) << text;
+    EXPECT_NE(st.ToString().find(text), std::string::npos) << st.ToString();
+  };
+  expect(With<uint32_t>(4, 3), "version 3 is not supported");
+  const Entry& first = entries_[0];
+  EXPECT_EQ(blob_[first.format_at], 1);  // int8
+  expect(With<uint8_t>(first.format_at, 7), "has format 7");
+  expect(With<uint8_t>(first.format_at, 2), "which is not a Linear without weights");
+  expect(With<float>(first.x_scale_at, -1.f), "must be a positive number");
+  expect(With<float>(first.x_scale_at, std::nanf("")), "must be a positive number");
+  expect(With<uint32_t>(first.count_at, 1u << 30), "claims");
+  expect(With<uint8_t>(kernels_at_ + first.node, 1), "which is not a Linear without weights");
+  // A requantising producer (FFN1) and its consumer (FFN2) must agree on the INT8 scale.
+  bool found = false;
+  for (size_t i = 0; i + 1 < entries_.size(); ++i) {
+    if (Scale(entries_[i].y_scale_at) > 0) {
+      found = true;
+      expect(With<float>(entries_[i + 1].x_scale_at, Scale(entries_[i + 1].x_scale_at) * 2),
+             "is written as int8 but is read by something other than an INT8 Linear");
+      // Without requantisation the consumer quantises the float output itself: still correct.
+      EXPECT_TRUE(Load(With<float>(entries_[i].y_scale_at, 0.f)).ok());
+      break;
+    }
+  }
+  EXPECT_TRUE(found);
+  for (size_t cut : {size_t{6}, size_t{40}, entries_[3].count_at, blob_.size() - 1}) {
+    EXPECT_FALSE(Load(blob_.substr(0, cut)).ok()) << cut;
+  }
 }
 
 }  // namespace

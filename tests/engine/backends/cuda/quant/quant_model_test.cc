@@ -8,6 +8,7 @@
 //    kept FP16 (not a multiple of 16), and the accuracy guard falling layers back on CUDA.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <random>
 
 #include "bert_base_graph.h"
@@ -19,7 +20,12 @@
 namespace surge::engine::quant {
 namespace {
 
-const std::string kModels = std::string(SURGE_SOURCE_DIR) + "/tests/fixtures/models/";
+// The fixtures are found under $SURGE_SOURCE_DIR (set by scripts/gpu/check_quant on the GPU
+// machine, where the build tree's path does not exist), else the source tree this was built from.
+std::string Models() {
+  const char* env = std::getenv("SURGE_SOURCE_DIR");
+  return std::string(env && *env ? env : SURGE_SOURCE_DIR) + "/tests/fixtures/models/";
+}
 
 #define SKIP_WITHOUT_GPU()                                                  \
   do {                                                                      \
@@ -93,7 +99,7 @@ TEST(CudaQuantModel, BertBaseRandomWeightsInt8AndFp8CosineToFp32) {
 }
 
 ir::Graph Fixture() {
-  auto g = builder::ImportAndOptimize(kModels + "bert_seqcls/model.torchscript.onnx", {}, nullptr);
+  auto g = builder::ImportAndOptimize(Models() + "bert_seqcls/model.torchscript.onnx", {}, nullptr);
   EXPECT_TRUE(g.ok()) << g.status().ToString();
   return g.ok() ? std::move(g).value() : ir::Graph{};
 }
