@@ -161,6 +161,46 @@ TEST(Quantize, Int8PlanOfBertFixtureAgreesWithFp32) {
   EXPECT_EQ(q.amax, c.quant.amax);
 }
 
+// Rows of the word-embedding table (what input ids must stay below).
+int64_t Vocab(const ir::Graph& g) {
+  for (const auto& n : g.nodes) {
+    if (n.op_type == "EmbedLayerNorm" && n.input(3) >= 0)
+      return g.values[n.input(3)].constant.dim(0);
+  }
+  return 100;
+}
+
+TEST(Quantize, Int8PlansOfEveryFixtureAgreeWithFp32) {
+  for (const char* rel :
+       {"bert_tokcls/model.torchscript.onnx", "roberta_seqcls/model.torchscript.onnx",
+        "roberta_tokcls/model.torchscript.onnx", "distilbert_seqcls/model.dynamo.onnx",
+        "distilbert_tokcls/model.torchscript.onnx", "electra_seqcls/model.torchscript.onnx",
+        "electra_tokcls/model.torchscript.onnx", "bert12_tiny/model.torchscript.onnx",
+        "bert_seqcls/hf"}) {
+    SCOPED_TRACE(rel);
+    ir::Graph g = Import(rel);
+    const int64_t vocab = Vocab(g);
+    auto cache = Calibrate(g, TokenBatches(g, 6, 8, 32, vocab, 11), {}, rel);
+    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    BuilderConfig c;
+    c.precision = Precision::kInt8;
+    QuantizeOptions o;
+    o.guard = false;
+    QuantizeReport report;
+    ASSERT_TRUE(Quantize(g, &*cache, o, &c, &report).ok());
+    EXPECT_GT(report.quantised, 0);
+    EXPECT_EQ(report.quantised, report.layers);
+    BuilderConfig fp32_config;
+    auto fp32 = Load(Build(g, fp32_config));
+    auto int8 = Load(Build(g, c));
+    ASSERT_TRUE(fp32 && int8);
+    const Agreement a = Measure(*fp32, *int8, TokenBatches(g, 4, 8, 32, vocab, 12));
+    std::cout << rel << ": " << report.quantised << " int8 layers, " << a.Summary() << '\n';
+    EXPECT_GE(a.cosine(), 0.999);
+    EXPECT_GE(a.top1_agreement(), 0.95);
+  }
+}
+
 TEST(Quantize, EveryCalibratorBuildsAWorkingPlan) {
   const Fixture& f = BertSeqcls();
   auto fp32 = Load(Build(f.graph, Config(Precision::kFp32)));
