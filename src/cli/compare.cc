@@ -300,7 +300,8 @@ int RunCompare(CompareArgs a) {
     }
   }
   if (!a.json) {
-    if (!agreement_error.empty()) std::cout << "agreement: not measured (" << agreement_error << ")\n";
+    if (!agreement_error.empty())
+      std::cout << "agreement: not measured (" << agreement_error << ")\n";
     std::cout << "agreement (row-wise, padding excluded): " << agreement.Summary()
               << fmt::format(", top-1 drop {:.2f}%", 100 * top1_drop);
     if (budget) {
