@@ -306,6 +306,13 @@ TEST(QuantLinearGpu, Int8AndFp8InEveryModeMatchTheReferences) {
         for (QuantGemmMode first :
              {QuantGemmMode::kFusedEpilogue, QuantGemmMode::kScaled, QuantGemmMode::kInt32}) {
           if (first == QuantGemmMode::kInt32 && t != QuantType::kInt8) continue;
+          // The host references are O(m n k) in double: the two large shapes run the plain and
+          // GELU epilogues in the preferred mode only.
+          const bool large = m * n * k > (int64_t{1} << 27);
+          if (large && (first != QuantGemmMode::kFusedEpilogue || residual ||
+                        act == Activation::kTanh || !bias)) {
+            continue;
+          }
           CheckLinear({t, m, n, k, act, bias, residual, first}, seed++);
         }
       }
