@@ -1,5 +1,6 @@
 // `surge build MODEL -o PLAN`: import an ONNX file or Hugging Face folder, optimise, lower for a
-// backend and write a plan file (trtexec --onnx ... --saveEngine).
+// backend and write a plan file (trtexec --onnx ... --saveEngine). INT8/FP8 builds take a
+// calibration cache (`surge calibrate`) and an accuracy budget the guard holds them to; BF16 may.
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -7,7 +8,9 @@
 
 #include "cli/command.h"
 #include "cli/engine_io.h"
+#include "cli/text_inputs.h"
 #include "engine/builder/builder.h"
+#include "engine/quant/quantize.h"
 
 namespace surge::cli {
 namespace {
@@ -20,7 +23,32 @@ struct BuildArgs {
   std::vector<std::string> profiles;
   int threads = 0;
   bool json = false;
+  // Quantised builds.
+  std::string calibration;
+  std::string calibrator = "percentile";
+  double percentile = 99.99;
+  double min_cosine = 0.999;
+  std::string max_top1_drop = "0.5%";
+  std::string top1_outputs;
+  bool no_guard = false;
 };
+
+Result<engine::quant::QuantizeOptions> QuantOptions(const BuildArgs& a) {
+  engine::quant::QuantizeOptions o;
+  SURGE_ASSIGN_OR_RETURN(o.calibrator, engine::quant::ParseCalibrator(a.calibrator, a.percentile));
+  o.guard = !a.no_guard;
+  o.guard_options.budget.min_cosine = a.min_cosine;
+  SURGE_ASSIGN_OR_RETURN(o.guard_options.budget.max_top1_drop,
+                         ParseFraction(a.max_top1_drop, "--max-top1-drop"));
+  o.guard_options.top1_outputs = SplitCommaList(a.top1_outputs);
+  o.guard_options.num_threads = a.threads;
+  return o;
+}
+
+bool IsQuantised(engine::Precision p) {
+  return p == engine::Precision::kInt8 || p == engine::Precision::kFp8 ||
+         p == engine::Precision::kBf16;
+}
 
 int RunBuild(const BuildArgs& a) {
   engine::BuilderConfig config;
@@ -36,12 +64,27 @@ int RunBuild(const BuildArgs& a) {
   config.profile = *profile;
 
   engine::builder::BuildReport report;
-  Status st = engine::builder::BuildToFile(a.model, config, a.output, &report);
+  engine::quant::QuantizeReport qreport;
+  const bool quantised = IsQuantised(config.precision);
+  if (!quantised && !a.calibration.empty()) {
+    return Fail(InvalidArgumentError("--calibration is for --precision int8, fp8 or bf16, not {}",
+                                     a.precision));
+  }
+  Status st;
+  if (quantised) {
+    auto qo = QuantOptions(a);
+    if (!qo.ok()) return Fail(qo.status());
+    st = engine::quant::BuildQuantizedToFile(a.model, config, a.calibration, *qo, a.output, &report,
+                                             &qreport);
+  } else {
+    st = engine::builder::BuildToFile(a.model, config, a.output, &report);
+  }
   if (!st.ok()) return Fail(st);
   if (a.json) {
     auto j = nlohmann::json::parse(report.ToJson());
     j["plan"] = a.output;
     j["plan_bytes"] = report.plan_bytes;
+    if (quantised) j["quant"] = nlohmann::json::parse(qreport.ToJson());
     std::cout << j.dump(1) << '\n';
     return 0;
   }
@@ -67,6 +110,22 @@ int RunBuild(const BuildArgs& a) {
   std::cout << "profile: " << report.profile.ToString() << '\n';
   std::cout << "weights: " << report.weights_bytes << " bytes, tactics: " << report.tactics_bytes
             << " bytes\n";
+  if (quantised) {
+    std::cout << fmt::format("quantised: {} of {} layers {}{}\n", qreport.quantised, qreport.layers,
+                             a.precision,
+                             qreport.calibrator.empty() ? "" : " (" + qreport.calibrator + ")");
+    if (qreport.guarded) {
+      const auto& g = qreport.guard;
+      std::cout << fmt::format(
+          "accuracy guard ({}, {} held-out batch(es), {} plan(s) measured): all {}: {}; built: "
+          "{}\n",
+          g.budget.ToString(), g.holdout_batches, g.plans_evaluated, a.precision,
+          g.all_quantised.Summary(), g.final_agreement.Summary());
+      for (const auto& name : g.fallback)
+        std::cout << "  kept in higher precision: " << name << '\n';
+    }
+    std::cout << "per-layer precision and reasons: surge inspect " << a.output << '\n';
+  }
   return 0;
 }
 
@@ -81,6 +140,21 @@ std::function<int()> SetupBuild(CLI::App& sub) {
                  "get batch 1..64 opt 8, seq 1..512 opt 128)");
   sub.add_option("--threads", a->threads, "threads the plan runs with (0: all cores)");
   sub.add_flag("--json", a->json, "print the build report as JSON");
+  sub.add_option("--calibration", a->calibration,
+                 "calibration cache from `surge calibrate` (int8/fp8; optional for bf16)");
+  sub.add_option("--calibrator", a->calibrator, "entropy, percentile or minmax")
+      ->capture_default_str();
+  sub.add_option("--percentile", a->percentile, "with --calibrator percentile")
+      ->capture_default_str();
+  sub.add_option("--min-cosine", a->min_cosine,
+                 "accuracy budget: cosine to the FP32 outputs on the held-out slice")
+      ->capture_default_str();
+  sub.add_option("--max-top1-drop", a->max_top1_drop,
+                 "accuracy budget: top-1 disagreement with FP32 (0.5% or 0.005)")
+      ->capture_default_str();
+  sub.add_option("--top1-outputs", a->top1_outputs,
+                 "outputs whose argmax counts (comma-separated; default: names with 'logit')");
+  sub.add_flag("--no-guard", a->no_guard, "quantise every calibrated layer, measure nothing");
   return [a] { return RunBuild(*a); };
 }
 

@@ -3,6 +3,11 @@
 // OTHER_PLAN [--inputs FILE]` checks two plans against each other. Per output: max abs error, max
 // rel error, cosine similarity, top-1 agreement. Exits non-zero when an element is outside
 // atol + rtol*|expected| or a top-1 differs.
+//
+// Quantised plans: `surge compare model.int8.plan --against model.fp32.plan --texts posts.txt
+// --vocab vocab.txt --min-cosine 0.999 --max-top1-drop 0.5%` tokenises the posts, reports the
+// agreement the accuracy guard measures (row-wise cosine and top-1 on real tokens, see
+// engine/quant/agreement.h) and passes or fails on that budget instead of the element tolerance.
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -10,6 +15,8 @@
 
 #include "cli/command.h"
 #include "cli/engine_io.h"
+#include "cli/text_inputs.h"
+#include "engine/quant/agreement.h"
 #include "engine/runtime/engine.h"
 
 namespace surge::cli {
@@ -25,7 +32,26 @@ struct CompareArgs {
   double atol = 1e-5;
   double rtol = 1e-4;
   bool json = false;
+  std::string texts;
+  TextInputOptions text;
+  double min_cosine = -2;          // unset
+  std::string max_top1_drop_text;  // "0.5%" or "0.005"
+  double max_top1_drop = -1;       // unset
+  std::string top1_outputs;
 };
+
+// "int8: 9 of 10 layers int8" for a plan's header line.
+std::string PrecisionSummary(const engine::Engine& e) {
+  const auto& b = e.plan_config().builder;
+  std::string s(engine::PrecisionName(b.precision));
+  if (!b.quant.layers.empty()) {
+    int at = 0;
+    for (const auto& [name, l] : b.quant.layers) at += l.precision == b.precision;
+    s += fmt::format(" ({} of {} quantisable layers {})", at, b.quant.layers.size(),
+                     engine::PrecisionName(b.precision));
+  }
+  return s;
+}
 
 struct Stats {
   int cases = 0;
@@ -105,6 +131,14 @@ Result<std::vector<Case>> ReferenceCases(const std::string& path, const engine::
 
 Result<std::vector<Case>> InputCases(const CompareArgs& a, const engine::Engine& engine) {
   std::vector<Case> cases;
+  if (!a.texts.empty()) {
+    SURGE_ASSIGN_OR_RETURN(auto tok, LoadTokenizer(a.text));
+    SURGE_ASSIGN_OR_RETURN(auto lines, ReadTextLines(a.texts));
+    auto batches = TextBatches(engine.graph(), lines, *tok, a.text);
+    if (!batches.ok()) return batches.status().WithContext("'" + a.texts + "'");
+    for (auto& b : *batches) cases.push_back({std::move(b), {}});
+    return cases;
+  }
   if (!a.inputs.empty()) {
     SURGE_ASSIGN_OR_RETURN(json j, ReadJson(a.inputs));
     if (j.is_object()) j = json::array({j});
@@ -132,13 +166,31 @@ Result<std::vector<Case>> InputCases(const CompareArgs& a, const engine::Engine&
   return cases;
 }
 
-int RunCompare(const CompareArgs& a) {
+int RunCompare(CompareArgs a) {
+  if (!a.max_top1_drop_text.empty()) {
+    auto f = ParseFraction(a.max_top1_drop_text, "--max-top1-drop");
+    if (!f.ok()) return Fail(f.status());
+    a.max_top1_drop = *f;
+  }
   if (a.reference.empty() == a.against.empty()) {
     return Fail(InvalidArgumentError("give exactly one of --reference REF.json or --against PLAN"));
   }
   if (!(a.atol >= 0) || !(a.rtol >= 0)) {
     return Fail(InvalidArgumentError("--atol and --rtol must be >= 0"));
   }
+  if (!a.texts.empty() && (a.against.empty() || !a.inputs.empty())) {
+    return Fail(InvalidArgumentError("--texts gives the inputs for --against PLAN (not --inputs)"));
+  }
+  const bool budget = a.min_cosine != -2 || a.max_top1_drop != -1;
+  if (budget && !(a.min_cosine == -2 || (a.min_cosine >= -1 && a.min_cosine <= 1))) {
+    return Fail(InvalidArgumentError("--min-cosine {} must lie in [-1, 1]", a.min_cosine));
+  }
+  if (budget && !(a.max_top1_drop == -1 || (a.max_top1_drop >= 0 && a.max_top1_drop <= 1))) {
+    return Fail(
+        InvalidArgumentError("--max-top1-drop {} must be a fraction in [0, 1]", a.max_top1_drop));
+  }
+  engine::quant::AgreementMeter meter(SplitCommaList(a.top1_outputs));
+  std::string agreement_error;
   auto engine = engine::Engine::Load(a.plan);
   if (!engine.ok()) return Fail(engine.status());
   std::shared_ptr<const engine::Engine> other;
@@ -176,15 +228,25 @@ int RunCompare(const CompareArgs& a) {
       }
       Accumulate(it->second, expected, a.atol, a.rtol, &stats[name]);
     }
+    // Shape mismatches are reported per output below; the agreement needs matching shapes.
+    Status ms = meter.Add(c.inputs, c.expected, *out);
+    if (!ms.ok() && agreement_error.empty()) {
+      agreement_error = fmt::format("case {}: {}", i, ms.message());
+    }
   }
 
   bool pass = true;
+  const engine::quant::Agreement& agreement = meter.result();
+  const double top1_drop = 1 - agreement.top1_agreement();
+  const bool budget_ok = (a.min_cosine == -2 || agreement.cosine() >= a.min_cosine) &&
+                         (a.max_top1_drop == -1 || top1_drop <= a.max_top1_drop + 1e-12);
   json report = json::object();
   for (const auto& [name, s] : stats) {
     const double cosine = s.norm_a > 0 && s.norm_b > 0
                               ? s.dot / std::sqrt(s.norm_a) / std::sqrt(s.norm_b)
                               : (s.norm_a == s.norm_b ? 1.0 : 0.0);
-    const bool ok = s.shape_error.empty() && s.out_of_tolerance == 0 && s.top1_agree == s.rows;
+    const bool ok =
+        s.shape_error.empty() && (budget || (s.out_of_tolerance == 0 && s.top1_agree == s.rows));
     pass = pass && ok;
     report[name] = {{"cases", s.cases},
                     {"elements", s.elements},
@@ -197,11 +259,35 @@ int RunCompare(const CompareArgs& a) {
                     {"pass", ok}};
     if (!s.shape_error.empty()) report[name]["shape_error"] = s.shape_error;
   }
+  if (budget) pass = pass && budget_ok && agreement_error.empty();
+  json agree = {{"cosine", agreement.cosine()},
+                {"top1_agreement", agreement.top1_agreement()},
+                {"top1_rows", agreement.top1_rows()},
+                {"top1_drop", top1_drop}};
+  json per_output = json::object();
+  for (const auto& o : agreement.outputs) {
+    per_output[o.name] = {{"rows", o.rows},
+                          {"mean_cosine", o.mean_cosine()},
+                          {"min_cosine", o.cosine_min},
+                          {"top1", o.top1},
+                          {"top1_agreement", o.top1_agreement()}};
+  }
+  agree["outputs"] = per_output;
+  if (!agreement_error.empty()) agree["error"] = agreement_error;
   if (a.json) {
-    std::cout
-        << json({{"outputs", report}, {"atol", a.atol}, {"rtol", a.rtol}, {"pass", pass}}).dump(1)
-        << '\n';
+    json j = {{"outputs", report},  {"atol", a.atol},
+              {"rtol", a.rtol},     {"pass", pass},
+              {"agreement", agree}, {"plan_precision", PrecisionSummary(**engine)}};
+    if (other) j["against_precision"] = PrecisionSummary(*other);
+    if (budget) {
+      j["budget"] = {
+          {"min_cosine", a.min_cosine}, {"max_top1_drop", a.max_top1_drop}, {"pass", budget_ok}};
+    }
+    std::cout << j.dump(1) << '\n';
   } else {
+    std::cout << "plan: " << PrecisionSummary(**engine);
+    if (other) std::cout << "; against: " << PrecisionSummary(*other);
+    std::cout << '\n';
     std::cout << fmt::format("{} case(s), tolerance |a-b| <= {} + {}*|b|\n", cases->size(), a.atol,
                              a.rtol);
     for (const auto& [name, r] : report.items()) {
@@ -213,7 +299,26 @@ int RunCompare(const CompareArgs& a) {
           r.contains("shape_error") ? " (" + r["shape_error"].get<std::string>() + ")" : "");
     }
   }
-  if (!pass) std::cerr << "compare: outputs differ beyond tolerance\n";
+  if (!a.json) {
+    if (!agreement_error.empty())
+      std::cout << "agreement: not measured (" << agreement_error << ")\n";
+    std::cout << "agreement (row-wise, padding excluded): " << agreement.Summary()
+              << fmt::format(", top-1 drop {:.2f}%", 100 * top1_drop);
+    if (budget) {
+      std::cout << (budget_ok ? "  within budget" : "  OUTSIDE budget") << " (";
+      if (a.min_cosine != -2) std::cout << "cosine >= " << a.min_cosine;
+      if (a.min_cosine != -2 && a.max_top1_drop != -1) std::cout << ", ";
+      if (a.max_top1_drop != -1) {
+        std::cout << fmt::format("top-1 drop <= {:.2f}%", 100 * a.max_top1_drop);
+      }
+      std::cout << ")";
+    }
+    std::cout << '\n';
+  }
+  if (!pass) {
+    std::cerr << (budget ? "compare: agreement outside the budget\n"
+                         : "compare: outputs differ beyond tolerance\n");
+  }
   return pass ? 0 : 1;
 }
 
@@ -227,6 +332,15 @@ std::function<int()> SetupCompare(CLI::App& sub) {
   sub.add_option("--atol", a->atol, "absolute tolerance")->capture_default_str();
   sub.add_option("--rtol", a->rtol, "relative tolerance")->capture_default_str();
   sub.add_flag("--json", a->json, "print JSON");
+  sub.add_option("--texts", a->texts, "inputs for --against from posts, one per line");
+  AddTextInputOptions(sub, &a->text);
+  sub.add_option("--min-cosine", a->min_cosine,
+                 "pass when the row-wise cosine is at least this (replaces --atol/--rtol)");
+  sub.add_option(
+      "--max-top1-drop", a->max_top1_drop_text,
+      "pass when top-1 disagreement with the other plan is at most this (0.5% or 0.005)");
+  sub.add_option("--top1-outputs", a->top1_outputs,
+                 "outputs whose argmax counts (comma-separated; default: names with 'logit')");
   return [a] { return RunCompare(*a); };
 }
 

@@ -52,6 +52,23 @@ Status FillFloats(const json& data, const std::string& name, Tensor* t) {
 
 }  // namespace
 
+Result<double> ParseFraction(const std::string& text, const std::string& flag) {
+  std::string t = text;
+  double scale = 1;
+  if (!t.empty() && t.back() == '%') {
+    t.pop_back();
+    scale = 0.01;
+  }
+  try {
+    size_t used = 0;
+    const double v = std::stod(t, &used) * scale;
+    if (used == t.size() && v >= 0 && v <= 1) return v;
+  } catch (const std::exception&) {
+  }
+  return InvalidArgumentError("{} '{}' must be a fraction in [0, 1] or a percentage like 0.5%",
+                              flag, text);
+}
+
 int Fail(const Status& status) {
   std::cerr << "error: " << status.ToString() << '\n';
   return 1;

@@ -50,6 +50,9 @@ Result<engine::TensorMap> SyntheticInputs(const engine::Engine& engine,
 // Parses "input_ids:8x128,attention_mask:8x128".
 Result<std::map<std::string, Shape>> ParseShapeList(const std::string& text);
 
+// A fraction from "0.5%" (0.005) or "0.005"; InvalidArgument naming `flag` outside [0, 1].
+Result<double> ParseFraction(const std::string& text, const std::string& flag);
+
 // Prints "error: <status>" to stderr and returns 1.
 int Fail(const Status& status);
 

@@ -1,6 +1,6 @@
 // `surge inspect PLAN_OR_MODEL`: what a plan holds (header, sections, inputs/outputs, profile, op
-// counts before and after fusion, memory, the backend's description) or, for a model, what the
-// passes make of it.
+// counts before and after fusion, memory, the precision of every layer and why, the backend's
+// description) or, for a model, what the passes make of it.
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -12,6 +12,7 @@
 #include "engine/builder/builder.h"
 #include "engine/ir/graph.h"
 #include "engine/plan/plan_file.h"
+#include "engine/quant/quantize.h"
 #include "engine/runtime/engine.h"
 #include "engine/runtime/graph_codec.h"
 #include "engine/runtime/plan_config.h"
@@ -67,6 +68,51 @@ int Total(const json& ops) {
   return n;
 }
 
+// Every node's precision and the reason: Linear layers from the plan's quant section, the rest
+// from what the backend runs them at.
+json LayerPrecisions(const ir::Graph& g, const engine::BuilderConfig& b) {
+  using engine::Precision;
+  const Precision build = b.precision;
+  const bool quantised = build == Precision::kInt8 || build == Precision::kFp8;
+  const Precision base = b.backend == "cpu" ? Precision::kFp32
+                         : quantised        ? engine::quant::BasePrecision(b.backend)
+                                            : build;
+  json out = json::array();
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    const std::string op = n.domain.empty() ? n.op_type : n.domain + "::" + n.op_type;
+    const bool linear = (n.domain == ir::kSurgeDomain && n.op_type == "Linear") ||
+                        (n.domain.empty() && n.op_type == "MatMul");
+    Precision p = base;
+    std::string reason;
+    auto it = b.quant.layers.find(n.name);
+    if (linear && it != b.quant.layers.end()) {
+      p = it->second.precision;
+      reason = it->second.reason;
+    } else if (linear && build == Precision::kBf16) {
+      p = Precision::kBf16;
+      reason = "build precision";
+    } else if (linear && (quantised || build == Precision::kBf16)) {
+      reason = "not quantisable (no constant float weight)";
+    } else if (build == Precision::kFp32 || (!quantised && build == base)) {
+      reason = "build precision";
+    } else if (n.op_type == "Attention") {
+      reason = "attention is not quantised (scores and softmax stay in " +
+               std::string(engine::PrecisionName(base)) + ")";
+    } else if (n.op_type.find("LayerNorm") != std::string::npos) {
+      reason = "normalisation is not quantised (statistics in fp32)";
+    } else {
+      reason = "not a quantised op";
+    }
+    out.push_back({{"index", i},
+                   {"node", n.name},
+                   {"op", op},
+                   {"precision", std::string(engine::PrecisionName(p))},
+                   {"reason", reason}});
+  }
+  return out;
+}
+
 void PrintText(const json& j) {
   std::cout << j["kind"].get<std::string>() << ": " << j["path"].get<std::string>() << '\n';
   if (j.contains("header")) {
@@ -112,6 +158,30 @@ void PrintText(const json& j) {
     std::cout << ", tactics " << j["memory"]["tactics_bytes"].get<uint64_t>() << " bytes";
   }
   std::cout << '\n';
+  if (j.contains("layers")) {
+    std::cout << "precision per layer";
+    if (j.contains("quant") && !j["quant"]["calibrator"].get<std::string>().empty()) {
+      std::cout << " (calibrator " << j["quant"]["calibrator"].get<std::string>() << ")";
+    }
+    std::cout << ":\n";
+    for (const auto& l : j["layers"]) {
+      std::cout << fmt::format("  [{}] {} '{}': {} - {}\n", l["index"].get<size_t>(),
+                               l["op"].get<std::string>(), l["node"].get<std::string>(),
+                               l["precision"].get<std::string>(), l["reason"].get<std::string>());
+    }
+    if (j.contains("quant") && j["quant"]["report"].contains("guard")) {
+      const json& g = j["quant"]["report"]["guard"];
+      std::cout << fmt::format(
+          "accuracy guard: budget cosine >= {}, top-1 drop <= {:.2f}%; all quantised: cosine "
+          "{:.6f}, top-1 {:.2f}%; built: cosine {:.6f}, top-1 {:.2f}%; {} plan(s) measured on {} "
+          "held-out batch(es)\n",
+          g["budget"]["min_cosine"].get<double>(), 100 * g["budget"]["max_top1_drop"].get<double>(),
+          g["all_quantised"]["cosine"].get<double>(),
+          100 * g["all_quantised"]["top1_agreement"].get<double>(),
+          g["final"]["cosine"].get<double>(), 100 * g["final"]["top1_agreement"].get<double>(),
+          g["plans_evaluated"].get<int>(), g["holdout_batches"].get<int>());
+    }
+  }
   if (j.contains("backend")) {
     std::cout << "backend:\n" << j["backend"].get<std::string>();
     if (!j["backend"].get<std::string>().empty() &&
@@ -158,6 +228,16 @@ Result<json> InspectPlan(const std::string& path, std::string* dot) {
   j["fusions"] = Fusions(g.OpCounts());
   j["passes"] = report.is_object() && report.contains("passes") ? report["passes"] : json::array();
   j["build_report"] = report.is_object() ? report : json::object();
+  if (plan->FindSection(engine::plan::kQuantSection) != nullptr) {
+    SURGE_ASSIGN_OR_RETURN(auto quant_bytes, plan->Section(engine::plan::kQuantSection));
+    SURGE_ASSIGN_OR_RETURN(
+        config.builder.quant,
+        engine::QuantSpecFromJson(
+            {reinterpret_cast<const char*>(quant_bytes.data()), quant_bytes.size()}));
+    json q = json::parse(engine::QuantSpecToJson(config.builder.quant));
+    j["quant"] = {{"calibrator", q["calibrator"]}, {"amax", q["amax"]}, {"report", q["report"]}};
+  }
+  j["layers"] = LayerPrecisions(g, config.builder);
   const auto* tactics = plan->FindSection(engine::plan::kTacticsSection);
   j["memory"] = {{"weights_bytes", weights.size()},
                  {"tactics_bytes", tactics ? tactics->size : 0},

@@ -195,6 +195,9 @@ Result<std::string> BuildPlanFromGraph(const ir::Graph& graph, const BuilderConf
   SURGE_RETURN_IF_ERROR(writer.AddSection(plan::kGraphSection, encoded.graph));
   SURGE_RETURN_IF_ERROR(writer.AddSection(plan::kWeightsSection, encoded.weights));
   SURGE_RETURN_IF_ERROR(writer.AddSection(plan::kTacticsSection, *tactics));
+  if (!resolved.quant.empty()) {
+    SURGE_RETURN_IF_ERROR(writer.AddSection(plan::kQuantSection, QuantSpecToJson(resolved.quant)));
+  }
   SURGE_ASSIGN_OR_RETURN(std::string bytes, writer.Finish());
   report->write_ms = MsSince(t0);
   report->plan_bytes = bytes.size();

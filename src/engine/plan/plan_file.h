@@ -45,6 +45,9 @@ inline constexpr std::string_view kConfigSection = "config";
 inline constexpr std::string_view kGraphSection = "graph";
 inline constexpr std::string_view kWeightsSection = "weights";
 inline constexpr std::string_view kTacticsSection = "tactics";
+// Present in quantised plans: per-layer precision and reason, calibrated tensor thresholds and the
+// accuracy guard's measurements (JSON, see runtime/plan_config.h QuantSpecToJson).
+inline constexpr std::string_view kQuantSection = "quant";
 
 // xxHash64 with seed 0, the checksum of every section.
 uint64_t Checksum(std::span<const uint8_t> bytes);

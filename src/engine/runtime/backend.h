@@ -7,6 +7,7 @@
 // owns activations/streams and is used by one thread at a time.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -24,6 +25,35 @@ enum class Precision { kFp32, kFp16, kBf16, kInt8, kFp8 };
 std::string_view PrecisionName(Precision p);
 Result<Precision> ParsePrecision(std::string_view name);
 
+// Quantisation of a build (filled by engine/quant, read by the backends' Lower): the precision
+// each quantisable layer (Linear node, by node name) runs at and why, and the calibrated absolute
+// threshold ("amax") of every tensor a quantised layer reads (by value name). A tensor's scale is
+// amax / 127 for INT8 and amax / 448 for FP8 e4m3; values beyond amax saturate. Layers not named
+// run at the build's base precision (CPU fp32, CUDA fp16 for int8/fp8 builds).
+struct LayerPrecision {
+  Precision precision = Precision::kFp32;
+  std::string reason;  // one line for `surge inspect`: why this precision
+};
+
+struct QuantSpec {
+  std::map<std::string, LayerPrecision> layers;  // node name -> precision
+  std::map<std::string, float> amax;             // value name -> calibrated |x| threshold
+  std::string calibrator;                        // "entropy", "percentile 99.99", "minmax"
+  std::string report_json = "{}";                // accuracy-guard results (a JSON object)
+
+  bool empty() const { return layers.empty() && amax.empty(); }
+  // The precision `node_name` runs at: its entry, else `fallback`.
+  Precision LayerOr(const std::string& node_name, Precision fallback) const {
+    auto it = layers.find(node_name);
+    return it == layers.end() ? fallback : it->second.precision;
+  }
+  // amax of `value_name`, or 0 when not calibrated.
+  float AmaxOf(const std::string& value_name) const {
+    auto it = amax.find(value_name);
+    return it == amax.end() ? 0.f : it->second;
+  }
+};
+
 struct BuilderConfig {
   std::string backend = "cpu";
   Precision precision = Precision::kFp32;
@@ -32,6 +62,7 @@ struct BuilderConfig {
   bool padding_free = true;        // pack tokens for recognised encoders (where supported)
   size_t memory_budget_bytes = 0;  // 0: unlimited
   std::string timing_cache_path;   // backends that time tactics keep results here
+  QuantSpec quant;                 // per-layer precision and scales (int8/fp8/bf16 builds)
 };
 
 struct EngineOptions {

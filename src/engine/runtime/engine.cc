@@ -72,6 +72,13 @@ Result<std::shared_ptr<const Engine>> Engine::Init(std::shared_ptr<const plan::P
                          engine->config_.builder.backend);
   }
 
+  if (plan->FindSection(plan::kQuantSection) != nullptr) {
+    SURGE_ASSIGN_OR_RETURN(auto quant_bytes, plan->Section(plan::kQuantSection));
+    auto quant =
+        QuantSpecFromJson({reinterpret_cast<const char*>(quant_bytes.data()), quant_bytes.size()});
+    if (!quant.ok()) return quant.status().WithContext(where);
+    engine->config_.builder.quant = std::move(quant).value();
+  }
   SURGE_ASSIGN_OR_RETURN(auto graph_bytes, plan->Section(plan::kGraphSection));
   SURGE_ASSIGN_OR_RETURN(auto weights, plan->Section(plan::kWeightsSection));
   SURGE_ASSIGN_OR_RETURN(auto tactics, plan->Section(plan::kTacticsSection));

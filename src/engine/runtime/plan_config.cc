@@ -1,5 +1,6 @@
 #include "engine/runtime/plan_config.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #ifndef SURGE_VERSION_STRING
@@ -99,6 +100,61 @@ Result<PlanConfig> PlanConfigFromJson(std::string_view text) {
     c.build_report_json = it->dump();
   }
   return c;
+}
+
+std::string QuantSpecToJson(const QuantSpec& quant) {
+  Json j;
+  j["calibrator"] = quant.calibrator;
+  Json layers = Json::object();
+  for (const auto& [name, l] : quant.layers) {
+    layers[name] = {{"precision", std::string(PrecisionName(l.precision))}, {"reason", l.reason}};
+  }
+  j["layers"] = std::move(layers);
+  Json amax = Json::object();
+  for (const auto& [name, a] : quant.amax) amax[name] = a;
+  j["amax"] = std::move(amax);
+  Json report = Json::parse(quant.report_json, nullptr, /*allow_exceptions=*/false);
+  j["report"] = report.is_object() ? report : Json::object();
+  return j.dump(1);
+}
+
+Result<QuantSpec> QuantSpecFromJson(std::string_view text) {
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return DataLossError("plan quant section is not a JSON object");
+  }
+  QuantSpec q;
+  if (auto it = j.find("calibrator"); it != j.end() && it->is_string()) {
+    q.calibrator = it->get<std::string>();
+  }
+  auto layers = j.find("layers");
+  if (layers == j.end() || !layers->is_object()) {
+    return DataLossError("plan quant section: 'layers' is missing or not an object");
+  }
+  for (const auto& [name, l] : layers->items()) {
+    if (!l.is_object() || !l.contains("precision") || !l["precision"].is_string()) {
+      return DataLossError("plan quant section: layer '{}' has no precision", name);
+    }
+    auto p = ParsePrecision(l["precision"].get<std::string>());
+    if (!p.ok())
+      return DataLossError("plan quant section: layer '{}': {}", name, p.status().message());
+    LayerPrecision lp{*p, ""};
+    if (l.contains("reason") && l["reason"].is_string()) lp.reason = l["reason"].get<std::string>();
+    q.layers.emplace(name, std::move(lp));
+  }
+  auto amax = j.find("amax");
+  if (amax == j.end() || !amax->is_object()) {
+    return DataLossError("plan quant section: 'amax' is missing or not an object");
+  }
+  for (const auto& [name, a] : amax->items()) {
+    if (!a.is_number() || !std::isfinite(a.get<double>()) || a.get<double>() <= 0) {
+      return DataLossError("plan quant section: amax of '{}' is {} (must be a positive number)",
+                           name, a.dump());
+    }
+    q.amax[name] = a.get<float>();
+  }
+  if (auto it = j.find("report"); it != j.end() && it->is_object()) q.report_json = it->dump();
+  return q;
 }
 
 }  // namespace surge::engine

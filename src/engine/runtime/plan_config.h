@@ -24,4 +24,10 @@ std::string PlanConfigToJson(const PlanConfig& config);
 // DataLoss naming the field on malformed JSON or fields of the wrong type.
 Result<PlanConfig> PlanConfigFromJson(std::string_view json);
 
+// The plan's "quant" section: {"calibrator": .., "layers": {node: {"precision", "reason"}},
+// "amax": {value: float}, "report": {..}}.
+std::string QuantSpecToJson(const QuantSpec& quant);
+// DataLoss naming the field on malformed JSON, unknown precisions or non-finite thresholds.
+Result<QuantSpec> QuantSpecFromJson(std::string_view json);
+
 }  // namespace surge::engine

@@ -1,6 +1,7 @@
 #include "engine/backends/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "engine/backends/cpu/memory_plan.h"
 #include "engine/backends/cpu/node_kernels.h"
 #include "engine/backends/cpu/parallel.h"
+#include "engine/backends/cpu/quant_linear.h"
 #include "engine/ir/eval.h"
 
 namespace surge::engine::cpu {
@@ -20,6 +22,9 @@ namespace {
 
 constexpr uint32_t kBlobMagic = 0x55504353;  // "SCPU"
 constexpr uint32_t kBlobVersion = 1;
+// Plans with INT8/BF16 Linear weights: each weight entry's format byte is followed by the scales.
+// FP32 plans keep writing version 1, so they stay readable by builds without the quantised kernels.
+constexpr uint32_t kBlobVersionQuant = 2;
 constexpr int64_t kDefaultOptTokens = 1024;  // M for weight packing without a profile
 
 enum class Kernel : uint8_t {
@@ -30,8 +35,10 @@ enum class Kernel : uint8_t {
   kEmbedLayerNorm = 4,
   kGelu = 5,
   kAttention = 6,
+  kLinearInt8 = 7,  // the same nodes as kLinear, INT8 weights and activations
+  kLinearBf16 = 8,  // the same nodes as kLinear, BF16 weights and activations
 };
-constexpr uint8_t kMaxKernel = 6;
+constexpr uint8_t kMaxKernel = 8;
 
 std::string_view KernelName(Kernel k) {
   switch (k) {
@@ -49,11 +56,31 @@ std::string_view KernelName(Kernel k) {
       return "gelu";
     case Kernel::kAttention:
       return "attention";
+    case Kernel::kLinearInt8:
+      return "linear(onednn int8)";
+    case Kernel::kLinearBf16:
+      return "linear(onednn bf16)";
   }
   return "?";
 }
 
 std::string ArchName(Isa isa) { return fmt::format("x86_64-{}", IsaName(isa)); }
+
+bool IsLinearKernel(Kernel k) {
+  return k == Kernel::kLinear || k == Kernel::kLinearInt8 || k == Kernel::kLinearBf16;
+}
+
+Kernel KernelOf(LinearPrecision p) {
+  switch (p) {
+    case LinearPrecision::kInt8:
+      return Kernel::kLinearInt8;
+    case LinearPrecision::kBf16:
+      return Kernel::kLinearBf16;
+    case LinearPrecision::kFp32:
+      break;
+  }
+  return Kernel::kLinear;
+}
 
 bool IsSurge(const ir::Node& n, std::string_view op) {
   return n.domain == ir::kSurgeDomain && n.op_type == op;
@@ -103,6 +130,52 @@ Kernel ChooseKernel(const ir::Graph& g, const ir::Node& n, Isa isa) {
   return Kernel::kGeneric;
 }
 
+// The precisions this backend builds, and what the machine needs for them.
+Status CheckPrecision(Precision p, Isa isa) {
+  switch (p) {
+    case Precision::kFp32:
+    case Precision::kInt8:
+      return Status::Ok();
+    case Precision::kBf16:
+      if (isa != Isa::kAvx512 || !CpuHasBf16()) {
+        return FailedPreconditionError(
+            "cpu backend: precision bf16 needs AVX-512 BF16, which this CPU{} does not offer "
+            "(build fp32 or int8)",
+            isa != DetectIsa() ? " (limited by SURGE_CPU_ISA)" : "");
+      }
+      return Status::Ok();
+    case Precision::kFp16:
+    case Precision::kFp8:
+      break;
+  }
+  return InvalidArgumentError(
+      "cpu backend does not run precision {} (it runs fp32, bf16 and int8; fp16 and fp8 are "
+      "GPU precisions: --backend cuda)",
+      PrecisionName(p));
+}
+
+// The precision a Linear node runs at: the quantisation spec's entry for it in int8/bf16 builds,
+// else the build's base (fp32 for int8 builds, whose unlisted layers stay float).
+Result<LinearPrecision> LinearPrecisionOf(const ir::Node& n, const BuilderConfig& config, Isa isa) {
+  if (config.precision == Precision::kFp32) return LinearPrecision::kFp32;
+  const Precision base = config.precision == Precision::kBf16 ? Precision::kBf16 : Precision::kFp32;
+  const Precision p = config.quant.LayerOr(n.name, base);
+  switch (p) {
+    case Precision::kFp32:
+      return LinearPrecision::kFp32;
+    case Precision::kInt8:
+      return LinearPrecision::kInt8;
+    case Precision::kBf16:
+      SURGE_RETURN_IF_ERROR(CheckPrecision(p, isa).WithContext(fmt::format("layer '{}'", n.name)));
+      return LinearPrecision::kBf16;
+    case Precision::kFp16:
+    case Precision::kFp8:
+      break;
+  }
+  return InvalidArgumentError("cpu backend: layer '{}' is marked {}, which the CPU does not run",
+                              n.name, PrecisionName(p));
+}
+
 // Symbol values at the profile's opt shapes (inputs without a profile entry bind nothing).
 ir::SymbolBindings OptBindings(const ir::Graph& g, const Profile& profile) {
   ir::SymbolBindings b;
@@ -134,6 +207,41 @@ struct WeightEntry {
   std::string impl;
 };
 
+// A Linear weight as Lower writes it.
+struct PackedEntry {
+  uint32_t node = 0;
+  LinearSpec spec;
+  LinearPrecision precision = LinearPrecision::kFp32;
+  float x_scale = 0.f, y_scale = 0.f;
+  std::vector<float> w_scales;
+  std::string desc, impl;
+  std::vector<uint8_t> data;
+};
+
+void WriteWeightTable(BlobWriter& w, const std::vector<PackedEntry>& entries,
+                      const std::vector<uint64_t>& offsets, bool quant_format) {
+  for (size_t j = 0; j < entries.size(); ++j) {
+    const PackedEntry& e = entries[j];
+    w.Put<uint32_t>(e.node);
+    w.Put<int64_t>(e.spec.k);
+    w.Put<int64_t>(e.spec.n);
+    w.Put<uint8_t>(e.spec.has_bias);
+    w.Put<uint8_t>(e.spec.has_residual);
+    w.Put<uint8_t>(static_cast<uint8_t>(e.spec.act));
+    w.Put<uint8_t>(static_cast<uint8_t>(e.precision));
+    if (quant_format && e.precision != LinearPrecision::kFp32) {
+      w.Put<float>(e.x_scale);
+      w.Put<float>(e.y_scale);
+      w.Put<uint32_t>(static_cast<uint32_t>(e.w_scales.size()));
+      for (float f : e.w_scales) w.Put<float>(f);
+    }
+    w.Str(e.desc);
+    w.Str(e.impl);
+    w.Put<uint64_t>(offsets[j]);
+    w.Put<uint64_t>(e.data.size());
+  }
+}
+
 class CpuEngine;
 class CpuBackend;
 
@@ -158,6 +266,7 @@ class CpuContext final : public BackendContext {
   const CpuEngine* engine_;
   std::optional<ExecPlan> plan_;  // the last binding's plan
   AlignedBuffer arena_;
+  AlignedBuffer scratch_;  // quantised Linear inputs
   std::vector<Tensor> values_;
 };
 
@@ -166,12 +275,14 @@ class CpuEngine final : public BackendEngine {
   std::shared_ptr<const ir::Graph> graph;
   Isa isa = Isa::kNone;
   int num_threads = 0;
-  std::vector<Kernel> kernels;                         // per node
-  std::vector<std::unique_ptr<LinearKernel>> linears;  // per node (null unless kLinear)
-  std::vector<int> last_use;                           // per value: last step reading it
-  std::vector<bool> is_output;                         // per value
-  std::vector<AlignedBuffer> owned_weights;            // copies of unaligned packed weights
-  std::vector<std::string> symbols;                    // symbol names, sorted
+  std::vector<Kernel> kernels;                               // per node
+  std::vector<std::unique_ptr<LinearKernel>> linears;        // per node (null unless kLinear)
+  std::vector<std::unique_ptr<QuantLinearKernel>> qlinears;  // per node (kLinearInt8/Bf16)
+  std::vector<DType> value_dtype;  // per value: what planned kernels write (int8: requantised)
+  std::vector<int> last_use;       // per value: last step reading it
+  std::vector<bool> is_output;     // per value
+  std::vector<AlignedBuffer> owned_weights;  // copies of unaligned packed weights
+  std::vector<std::string> symbols;          // symbol names, sorted
 
   Result<std::unique_ptr<BackendContext>> CreateContext() override {
     return std::unique_ptr<BackendContext>(new CpuContext(this));
@@ -189,6 +300,10 @@ class CpuEngine final : public BackendEngine {
       if (linears[i]) {
         s += " ";
         s += linears[i]->Describe();
+      }
+      if (qlinears[i]) {
+        s += " ";
+        s += qlinears[i]->Describe();
       }
       s += "\n";
     }
@@ -259,7 +374,8 @@ Result<const ExecPlan*> CpuContext::PlanFor(std::span<const Shape> input_shapes)
       const int v = n.outputs[o];
       if (v < 0 || !p.shapes[v]) continue;
       BufferRequest r;
-      r.bytes = NumElements(*p.shapes[v]) * static_cast<int64_t>(sizeof(float));
+      r.bytes =
+          NumElements(*p.shapes[v]) * static_cast<int64_t>(DTypeSize(engine_->value_dtype[v]));
       r.first = i;
       r.last = engine_->is_output[v] ? steps : std::max(i, engine_->last_use[v]);
       // Elementwise-safe kernels may write over their first input when it dies here.
@@ -312,15 +428,20 @@ Status CpuContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>* 
     out.clear();
     const OutputAllocator alloc = [&](size_t index, const Shape& shape) {
       const int v = index < n.outputs.size() ? n.outputs[index] : -1;
+      const DType dt = v >= 0 ? e.value_dtype[v] : DType::kFloat32;
       if (v >= 0 && plan->offset[v] >= 0 && plan->shapes[v] == shape) {
-        return Tensor::View(DType::kFloat32, shape, arena_.data() + plan->offset[v]);
+        return Tensor::View(dt, shape, arena_.data() + plan->offset[v]);
       }
-      return Tensor(DType::kFloat32, shape);
+      return Tensor(dt, shape);
     };
     Status s;
     switch (e.kernels[i]) {
       case Kernel::kLinear:
         s = RunLinearNode(n, *e.linears[i], in, alloc, &out);
+        break;
+      case Kernel::kLinearInt8:
+      case Kernel::kLinearBf16:
+        s = RunQuantLinearNode(n, *e.qlinears[i], in, alloc, &scratch_, &out);
         break;
       case Kernel::kLayerNorm:
         s = RunLayerNormNode(e.isa, n, in, alloc, &out);
@@ -370,16 +491,14 @@ class CpuBackend final : public Backend {
 
   Result<std::string> Lower(const ir::Graph& graph, const BuilderConfig& config) override {
     const Isa isa = DefaultIsa();
+    SURGE_RETURN_IF_ERROR(CheckPrecision(config.precision, isa));
+    if (config.precision == Precision::kInt8 && config.quant.empty()) {
+      return FailedPreconditionError(
+          "cpu backend: precision int8 needs calibration (activation thresholds for the inputs of "
+          "the quantised layers): run `surge calibrate` and build with --calibration CACHE");
+    }
     const ir::SymbolBindings opt = OptBindings(graph, config.profile);
-    BlobWriter w;
-    w.Put<uint32_t>(kBlobMagic);
-    w.Put<uint32_t>(kBlobVersion);
-    w.Str(IsaName(isa));
-    w.Str(OneDnnVersion());
-    w.Put<uint32_t>(static_cast<uint32_t>(OneDnnDescSize()));
-    w.Put<uint32_t>(static_cast<uint32_t>(graph.nodes.size()));
-    std::vector<std::pair<uint32_t, PackedWeights>> packed;
-    std::vector<LinearSpec> specs;
+    std::vector<Kernel> kernels(graph.nodes.size(), Kernel::kGeneric);
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
       const ir::Node& n = graph.nodes[i];
       Kernel k = ChooseKernel(graph, n, isa);
@@ -388,50 +507,107 @@ class CpuBackend final : public Backend {
                                   n.domain.empty() ? "" : "::", n.op_type, n.name);
       }
       if (k == Kernel::kLinear) {
-        LinearSpec spec = *LinearSpecOf(graph, n);
-        const Tensor& wt = graph.values[n.input(1)].constant;
-        const int64_t m = OptRows(graph, n, opt, spec.k);
-        Result<PackedWeights> pw = PackLinearWeights(spec, wt.data_as<float>(), m);
-        if (!pw.ok()) return pw.status().WithContext(fmt::format("node '{}'", n.name));
-        packed.emplace_back(static_cast<uint32_t>(i), std::move(pw).value());
-        specs.push_back(spec);
+        SURGE_ASSIGN_OR_RETURN(LinearPrecision lp, LinearPrecisionOf(n, config, isa));
+        k = KernelOf(lp);
       }
-      w.Put<uint8_t>(static_cast<uint8_t>(k));
+      kernels[i] = k;
     }
-    // Weight table, then the data region at 64-byte aligned offsets from the blob start.
-    w.Put<uint32_t>(static_cast<uint32_t>(packed.size()));
-    size_t table_end = w.size();
-    for (size_t j = 0; j < packed.size(); ++j) {
-      table_end += 4 + 8 * 2 + 1 * 4 + 4 + packed[j].second.desc.size() + 4 +
-                   packed[j].second.impl.size() + 8 + 8;
+    // Which values each node reads as its first input; an INT8 Linear whose output only feeds
+    // INT8 Linears (as X) writes INT8 at their input scale.
+    const std::vector<std::vector<int>> consumers = graph.Consumers();
+    std::vector<bool> is_output(graph.values.size(), false);
+    for (int id : graph.outputs) is_output[id] = true;
+    auto input_amax = [&](const ir::Node& n) -> Result<float> {
+      const std::string& x = graph.values[n.input(0)].name;
+      const float amax = config.quant.AmaxOf(x);
+      if (!(amax > 0) || !std::isfinite(amax)) {
+        return FailedPreconditionError(
+            "cpu backend: layer '{}' is int8 but its input '{}' has no calibrated threshold (the "
+            "calibration cache does not cover it; recalibrate this model)",
+            n.name, x);
+      }
+      return amax;
+    };
+    std::vector<PackedEntry> entries;
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+      if (!IsLinearKernel(kernels[i])) continue;
+      const ir::Node& n = graph.nodes[i];
+      PackedEntry e;
+      e.node = static_cast<uint32_t>(i);
+      e.spec = *LinearSpecOf(graph, n);
+      const Tensor& wt = graph.values[n.input(1)].constant;
+      const int64_t m = OptRows(graph, n, opt, e.spec.k);
+      if (kernels[i] == Kernel::kLinear) {
+        Result<PackedWeights> pw = PackLinearWeights(e.spec, wt.data_as<float>(), m);
+        if (!pw.ok()) return pw.status().WithContext(fmt::format("node '{}'", n.name));
+        e.desc = std::move(pw->desc);
+        e.impl = std::move(pw->impl);
+        e.data = std::move(pw->data);
+        entries.push_back(std::move(e));
+        continue;
+      }
+      QuantLinearSpec qs;
+      qs.base = e.spec;
+      qs.precision =
+          kernels[i] == Kernel::kLinearInt8 ? LinearPrecision::kInt8 : LinearPrecision::kBf16;
+      if (qs.precision == LinearPrecision::kInt8) {
+        SURGE_ASSIGN_OR_RETURN(float amax, input_amax(n));
+        qs.x_scale = amax / 127.f;
+        const int y = n.outputs[0];
+        bool requant = !is_output[y] && !consumers[y].empty();
+        for (int c : consumers[y]) {
+          const ir::Node& cn = graph.nodes[c];
+          requant = requant && kernels[c] == Kernel::kLinearInt8 && cn.input(0) == y &&
+                    cn.input(2) != y && cn.input(3) != y;
+        }
+        if (requant) {
+          SURGE_ASSIGN_OR_RETURN(float y_amax, input_amax(graph.nodes[consumers[y][0]]));
+          qs.y_scale = y_amax / 127.f;
+        }
+      }
+      Result<PackedQuantWeights> pw = PackQuantLinearWeights(qs, wt.data_as<float>(), m);
+      if (!pw.ok()) return pw.status().WithContext(fmt::format("node '{}'", n.name));
+      e.precision = qs.precision;
+      e.x_scale = qs.x_scale;
+      e.y_scale = qs.y_scale;
+      e.w_scales = std::move(pw->w_scales);
+      e.desc = std::move(pw->desc);
+      e.impl = std::move(pw->impl);
+      e.data = std::move(pw->data);
+      entries.push_back(std::move(e));
     }
+    const bool quant_format = std::any_of(entries.begin(), entries.end(), [](const PackedEntry& e) {
+      return e.precision != LinearPrecision::kFp32;
+    });
+    BlobWriter w;
+    w.Put<uint32_t>(kBlobMagic);
+    w.Put<uint32_t>(quant_format ? kBlobVersionQuant : kBlobVersion);
+    w.Str(IsaName(isa));
+    w.Str(OneDnnVersion());
+    w.Put<uint32_t>(static_cast<uint32_t>(OneDnnDescSize()));
+    w.Put<uint32_t>(static_cast<uint32_t>(graph.nodes.size()));
+    for (Kernel k : kernels) w.Put<uint8_t>(static_cast<uint8_t>(k));
+    // Weight table, then the data region at 64-byte aligned offsets from the blob start. The
+    // table's size does not depend on the offsets, so a first serialisation measures it.
+    w.Put<uint32_t>(static_cast<uint32_t>(entries.size()));
+    std::vector<uint64_t> offsets(entries.size(), 0);
+    BlobWriter probe;
+    WriteWeightTable(probe, entries, offsets, quant_format);
+    const size_t table_end = w.size() + probe.size();
     uint64_t offset = AlignUp(table_end);
-    std::vector<uint64_t> offsets;
-    for (size_t j = 0; j < packed.size(); ++j) {
-      const auto& [node, pw] = packed[j];
-      const LinearSpec& s = specs[j];
-      w.Put<uint32_t>(node);
-      w.Put<int64_t>(s.k);
-      w.Put<int64_t>(s.n);
-      w.Put<uint8_t>(s.has_bias);
-      w.Put<uint8_t>(s.has_residual);
-      w.Put<uint8_t>(static_cast<uint8_t>(s.act));
-      w.Put<uint8_t>(0);
-      w.Str(pw.desc);
-      w.Str(pw.impl);
-      w.Put<uint64_t>(offset);
-      w.Put<uint64_t>(pw.data.size());
-      offsets.push_back(offset);
-      offset = AlignUp(offset + pw.data.size());
+    for (size_t j = 0; j < entries.size(); ++j) {
+      offsets[j] = offset;
+      offset = AlignUp(offset + entries[j].data.size());
     }
+    WriteWeightTable(w, entries, offsets, quant_format);
     SURGE_CHECK(w.size() == table_end, "blob table size mismatch");
-    for (size_t j = 0; j < packed.size(); ++j) {
+    for (size_t j = 0; j < entries.size(); ++j) {
       w.PadTo(kAlignment);
       SURGE_CHECK(w.size() == offsets[j], "blob offset mismatch");
-      w.Raw(packed[j].second.data.data(), packed[j].second.data.size());
+      w.Raw(entries[j].data.data(), entries[j].data.size());
     }
     SURGE_LOG_DEBUG("cpu backend: lowered {} nodes, {} packed Linear weights, isa {}",
-                    graph.nodes.size(), packed.size(), IsaName(isa));
+                    graph.nodes.size(), entries.size(), IsaName(isa));
     return w.Take();
   }
 
@@ -447,11 +623,11 @@ class CpuBackend final : public Backend {
       return DataLossError("CPU tactics blob: bad magic {:#x} (expected {:#x})", magic, kBlobMagic);
     }
     SURGE_ASSIGN_OR_RETURN(uint32_t version, r.Get<uint32_t>());
-    if (version != kBlobVersion) {
+    if (version != kBlobVersion && version != kBlobVersionQuant) {
       return FailedPreconditionError(
-          "CPU tactics blob version {} is not supported (this build reads version {}); rebuild "
-          "the plan",
-          version, kBlobVersion);
+          "CPU tactics blob version {} is not supported (this build reads versions {} and {}); "
+          "rebuild the plan",
+          version, kBlobVersion, kBlobVersionQuant);
     }
     SURGE_ASSIGN_OR_RETURN(std::string isa_name, r.Str(64));
     Result<Isa> isa = ParseIsa(isa_name);
@@ -476,12 +652,15 @@ class CpuBackend final : public Backend {
     e->num_threads = options.num_threads > 0 ? options.num_threads : built_with.num_threads;
     e->kernels.resize(num_nodes);
     e->linears.resize(num_nodes);
+    e->qlinears.resize(num_nodes);
+    e->value_dtype.assign(g.values.size(), DType::kFloat32);
     for (uint32_t i = 0; i < num_nodes; ++i) {
       SURGE_ASSIGN_OR_RETURN(uint8_t k, r.Get<uint8_t>());
       if (k > kMaxKernel) return DataLossError("CPU tactics blob: node {} has kernel id {}", i, k);
       e->kernels[i] = static_cast<Kernel>(k);
       const Kernel want = ChooseKernel(g, g.nodes[i], *isa);
-      if (e->kernels[i] != Kernel::kGeneric && e->kernels[i] != want) {
+      const bool quant_linear = want == Kernel::kLinear && IsLinearKernel(e->kernels[i]);
+      if (e->kernels[i] != Kernel::kGeneric && e->kernels[i] != want && !quant_linear) {
         return DataLossError("CPU tactics blob: node {} ('{}', {}) cannot use kernel {}", i,
                              g.nodes[i].name, g.nodes[i].op_type, KernelName(e->kernels[i]));
       }
@@ -498,14 +677,34 @@ class CpuBackend final : public Backend {
       SURGE_ASSIGN_OR_RETURN(uint8_t has_bias, r.Get<uint8_t>());
       SURGE_ASSIGN_OR_RETURN(uint8_t has_res, r.Get<uint8_t>());
       SURGE_ASSIGN_OR_RETURN(uint8_t act, r.Get<uint8_t>());
-      SURGE_ASSIGN_OR_RETURN(uint8_t reserved, r.Get<uint8_t>());
-      (void)reserved;
+      SURGE_ASSIGN_OR_RETURN(uint8_t format, r.Get<uint8_t>());
+      if (version == kBlobVersion) format = 0;  // version 1 wrote 0 here
+      if (format > static_cast<uint8_t>(LinearPrecision::kBf16)) {
+        return DataLossError("CPU tactics blob: weight entry {} has format {}", j, format);
+      }
+      const auto precision = static_cast<LinearPrecision>(format);
+      QuantLinearSpec qs;
+      std::vector<float> w_scales;
+      qs.precision = precision;
+      if (precision != LinearPrecision::kFp32) {
+        SURGE_ASSIGN_OR_RETURN(qs.x_scale, r.Get<float>());
+        SURGE_ASSIGN_OR_RETURN(qs.y_scale, r.Get<float>());
+        SURGE_ASSIGN_OR_RETURN(uint32_t num_scales, r.Get<uint32_t>());
+        if (num_scales > r.remaining() / sizeof(float)) {
+          return DataLossError("CPU tactics blob: weight entry {} claims {} scales", j, num_scales);
+        }
+        w_scales.resize(num_scales);
+        for (float& f : w_scales) {
+          SURGE_ASSIGN_OR_RETURN(f, r.Get<float>());
+        }
+      }
       SURGE_ASSIGN_OR_RETURN(we.desc, r.Str(4096));
       SURGE_ASSIGN_OR_RETURN(we.impl, r.Str(4096));
       SURGE_ASSIGN_OR_RETURN(uint64_t off, r.Get<uint64_t>());
       SURGE_ASSIGN_OR_RETURN(uint64_t size, r.Get<uint64_t>());
       SURGE_ASSIGN_OR_RETURN(we.data, r.At(off, size));
-      if (we.node >= num_nodes || e->kernels[we.node] != Kernel::kLinear || e->linears[we.node]) {
+      if (we.node >= num_nodes || e->kernels[we.node] != KernelOf(precision) ||
+          e->linears[we.node] || e->qlinears[we.node]) {
         return DataLossError(
             "CPU tactics blob: weight entry {} names node {} which is not a "
             "Linear without weights",
@@ -532,6 +731,23 @@ class CpuBackend final : public Backend {
         data = copy.data();
         e->owned_weights.push_back(std::move(copy));
       }
+      if (precision != LinearPrecision::kFp32) {
+        if (precision == LinearPrecision::kBf16 && !CpuHasBf16()) {
+          return FailedPreconditionError(
+              "plan runs BF16 GEMMs (node '{}'), which need AVX-512 BF16; this CPU lacks it; "
+              "rebuild the plan as fp32 or int8",
+              g.nodes[we.node].name);
+        }
+        qs.base = we.spec;
+        Result<std::unique_ptr<QuantLinearKernel>> qk =
+            QuantLinearKernel::Create(qs, we.desc, data, we.data.size(), std::move(w_scales));
+        if (!qk.ok()) {
+          return qk.status().WithContext(fmt::format("node '{}'", g.nodes[we.node].name));
+        }
+        if ((*qk)->int8_output()) e->value_dtype[g.nodes[we.node].outputs[0]] = DType::kInt8;
+        e->qlinears[we.node] = std::move(qk).value();
+        continue;
+      }
       Result<std::unique_ptr<LinearKernel>> lk =
           LinearKernel::Create(we.spec, we.desc, data, we.data.size());
       if (!lk.ok()) {
@@ -540,8 +756,28 @@ class CpuBackend final : public Backend {
       e->linears[we.node] = std::move(lk).value();
     }
     for (uint32_t i = 0; i < num_nodes; ++i) {
-      if (e->kernels[i] == Kernel::kLinear && !e->linears[i]) {
+      if (IsLinearKernel(e->kernels[i]) && !e->linears[i] && !e->qlinears[i]) {
         return DataLossError("CPU tactics blob: Linear node '{}' has no weights", g.nodes[i].name);
+      }
+    }
+    // An INT8 output may only feed INT8 Linears as their X.
+    const std::vector<std::vector<int>> consumers = g.Consumers();
+    for (size_t v = 0; v < g.values.size(); ++v) {
+      if (e->value_dtype[v] != DType::kInt8) continue;
+      bool ok =
+          std::find(g.outputs.begin(), g.outputs.end(), static_cast<int>(v)) == g.outputs.end();
+      for (int c : consumers[v]) {
+        const int producer = g.values[v].producer;
+        ok = ok && e->kernels[c] == Kernel::kLinearInt8 &&
+             g.nodes[c].input(0) == static_cast<int>(v) && e->qlinears[c] && producer >= 0 &&
+             e->qlinears[producer] &&
+             e->qlinears[c]->spec().x_scale == e->qlinears[producer]->spec().y_scale;
+      }
+      if (!ok) {
+        return DataLossError(
+            "CPU tactics blob: value '{}' is written as int8 but is read by something other "
+            "than an INT8 Linear",
+            g.values[v].name);
       }
     }
     // Lifetimes: the last step reading each value; graph outputs live to the end.

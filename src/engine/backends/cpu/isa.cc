@@ -1,5 +1,7 @@
 #include "engine/backends/cpu/isa.h"
 
+#include <cpuid.h>
+
 #include <cstdlib>
 
 namespace surge::engine::cpu {
@@ -36,6 +38,21 @@ bool CpuSupports(Isa isa) {
   }
   return false;
 }
+
+namespace {
+// Leaf 7 sub-leaf 0/1 feature bits (the compiler's __builtin_cpu_supports does not know all).
+bool Cpuid7(int subleaf, int reg, int bit) {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_max(0, nullptr) < 7) return false;
+  __cpuid_count(7, subleaf, a, b, c, d);
+  const unsigned regs[4] = {a, b, c, d};
+  return (regs[reg] >> bit) & 1u;
+}
+}  // namespace
+
+bool CpuHasVnni() { return CpuSupports(Isa::kAvx512) && Cpuid7(0, 2, 11); }
+bool CpuHasBf16() { return CpuSupports(Isa::kAvx512) && Cpuid7(1, 0, 5); }
+bool CpuHasAmx() { return Cpuid7(0, 3, 24) && Cpuid7(0, 3, 25); }
 
 Isa DetectIsa() {
   if (CpuSupports(Isa::kAvx512)) return Isa::kAvx512;

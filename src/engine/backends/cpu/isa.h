@@ -19,5 +19,10 @@ Isa DetectIsa();
 // CPU.
 Isa DefaultIsa();
 bool CpuSupports(Isa isa);
+// Extensions the low-precision Linear kernels rely on: AVX-512 VNNI (INT8 dot products without
+// 16-bit saturation), AVX-512 BF16 (BF16 GEMMs), AMX tiles (oneDNN uses them when present).
+bool CpuHasVnni();
+bool CpuHasBf16();
+bool CpuHasAmx();
 
 }  // namespace surge::engine::cpu

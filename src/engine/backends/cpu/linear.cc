@@ -4,6 +4,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "core/logging.h"
+#include "engine/backends/cpu/onednn_weights.h"
 
 namespace surge::engine::cpu {
 namespace {
@@ -12,28 +13,12 @@ using dnnl::memory;
 using Tag = memory::format_tag;
 using DT = memory::data_type;
 
-dnnl::engine& CpuEngine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
+dnnl::engine& CpuEngine() { return onednn::Engine(); }
 
 dnnl::primitive_attr MakeAttr(const LinearSpec& spec, int64_t m) {
   dnnl::post_ops ops;
-  switch (spec.act) {
-    case Activation::kGelu:
-      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_erf, 0.f, 0.f);
-      break;
-    case Activation::kGeluTanh:
-      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_gelu_tanh, 0.f, 0.f);
-      break;
-    case Activation::kTanh:
-      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_tanh, 0.f, 0.f);
-      break;
-    case Activation::kRelu:
-      ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-      break;
-    case Activation::kNone:
-      break;
+  if (spec.act != Activation::kNone) {
+    ops.append_eltwise(1.f, onednn::EltwiseOf(spec.act), 0.f, 0.f);
   }
   if (spec.has_residual) {
     ops.append_binary(dnnl::algorithm::binary_add, memory::desc({m, spec.n}, DT::f32, Tag::ab));
@@ -78,24 +63,8 @@ Result<PackedWeights> PackLinearWeights(const LinearSpec& spec, const float* w, 
   SURGE_ASSIGN_OR_RETURN(auto pd, MakePd(spec, std::max<int64_t>(m_opt, 1), any));
   PackedWeights out;
   out.impl = pd.impl_info_str();
-  memory::desc chosen = pd.weights_desc();
-  if (chosen == PlainWeights(spec)) {
-    out.data.resize(spec.k * spec.n * sizeof(float));
-    std::memcpy(out.data.data(), w, out.data.size());
-    return out;
-  }
-  try {
-    dnnl::stream stream(CpuEngine());
-    memory src(PlainWeights(spec), CpuEngine(), const_cast<float*>(w));
-    AlignedBuffer buf(chosen.get_size());
-    memory dst(chosen, CpuEngine(), buf.data());
-    dnnl::reorder(src, dst).execute(stream, src, dst);
-    stream.wait();
-    out.data.assign(buf.data(), buf.data() + chosen.get_size());
-    out.desc.assign(reinterpret_cast<const char*>(&chosen.data), sizeof(chosen.data));
-  } catch (const dnnl::error& e) {
-    return InternalError("oneDNN weight reorder [{}x{}]: {}", spec.k, spec.n, e.what());
-  }
+  Status st = onednn::PackWeights(PlainWeights(spec), w, pd.weights_desc(), &out.data, &out.desc);
+  if (!st.ok()) return st.WithContext(fmt::format("[{}x{}]", spec.k, spec.n));
   return out;
 }
 
@@ -118,22 +87,9 @@ Result<std::unique_ptr<LinearKernel>> LinearKernel::Create(const LinearSpec& spe
                                                            const void* weights,
                                                            size_t weight_bytes) {
   auto impl = std::make_unique<Impl>();
-  if (packed_desc.empty()) {
-    impl->weights_desc = PlainWeights(spec);
-  } else {
-    if (packed_desc.size() != sizeof(dnnl_memory_desc_t)) {
-      return DataLossError("packed weight descriptor has {} bytes, this oneDNN expects {}",
-                           packed_desc.size(), sizeof(dnnl_memory_desc_t));
-    }
-    dnnl_memory_desc_t raw;
-    std::memcpy(&raw, packed_desc.data(), sizeof(raw));
-    impl->weights_desc = memory::desc(raw);
-    if (impl->weights_desc.dims() != memory::dims{spec.k, spec.n} ||
-        impl->weights_desc.data_type() != DT::f32) {
-      return DataLossError("packed weight descriptor does not describe f32 [{}x{}]", spec.k,
-                           spec.n);
-    }
-  }
+  SURGE_ASSIGN_OR_RETURN(impl->weights_desc,
+                         onednn::StoredWeightsDesc(packed_desc, PlainWeights(spec),
+                                                   fmt::format("f32 [{}x{}]", spec.k, spec.n)));
   if (impl->weights_desc.get_size() != weight_bytes) {
     return DataLossError("Linear weights: {} bytes stored, layout needs {}", weight_bytes,
                          impl->weights_desc.get_size());
@@ -154,19 +110,8 @@ Status LinearKernel::Run(const float* x, const float* bias, const float* residua
       Result<dnnl::matmul::primitive_desc> pd = MakePd(spec_, m, impl_->weights_desc);
       if (!pd.ok()) {
         // The packed layout is not accepted at this M: fall back to plain weights.
-        if (impl_->plain_copy.size() == 0) {
-          const memory::desc plain_desc = PlainWeights(spec_);
-          impl_->plain_copy.Reserve(plain_desc.get_size());
-          try {
-            dnnl::stream stream(CpuEngine());
-            memory src(impl_->weights_desc, CpuEngine(), const_cast<void*>(impl_->weights));
-            memory dst(plain_desc, CpuEngine(), impl_->plain_copy.data());
-            dnnl::reorder(src, dst).execute(stream, src, dst);
-            stream.wait();
-          } catch (const dnnl::error& e) {
-            return InternalError("oneDNN weight reorder to plain: {}", e.what());
-          }
-        }
+        SURGE_RETURN_IF_ERROR(onednn::EnsurePlainCopy(impl_->weights_desc, impl_->weights,
+                                                      PlainWeights(spec_), &impl_->plain_copy));
         SURGE_ASSIGN_OR_RETURN(pd, MakePd(spec_, m, PlainWeights(spec_)));
         plain = true;
       }

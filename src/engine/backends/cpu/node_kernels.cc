@@ -62,36 +62,79 @@ Result<Activation> ParseActivation(std::string_view name) {
                               name);
 }
 
+namespace {
+
+struct LinearOperands {
+  const Tensor* x = nullptr;
+  const Tensor* bias = nullptr;
+  const Tensor* residual = nullptr;
+  Shape y_shape;
+  int64_t m = 0;
+};
+
+// The checks every Linear kernel makes: X ends in K (float32, or int8 when `x_may_be_int8`), bias
+// [N], residual of Y's shape.
+Result<LinearOperands> LinearInputs(const ir::Node& node, const LinearSpec& spec,
+                                    std::span<const Tensor* const> in, bool x_may_be_int8) {
+  LinearOperands o;
+  SURGE_ASSIGN_OR_RETURN(o.x, Need(node, in, 0, "X"));
+  if (!(x_may_be_int8 && o.x->dtype() == DType::kInt8)) SURGE_RETURN_IF_ERROR(F32(node, *o.x, "X"));
+  if (o.x->rank() < 1 || o.x->dim(o.x->rank() - 1) != spec.k) {
+    return InvalidArgumentError("{}: X {} must end in K={}", Label(node),
+                                ShapeToString(o.x->shape()), spec.k);
+  }
+  o.bias = spec.has_bias ? In(in, 2) : nullptr;
+  o.residual = spec.has_residual ? In(in, 3) : nullptr;
+  if (spec.has_bias && o.bias == nullptr) {
+    return InvalidArgumentError("{}: bias is missing", Label(node));
+  }
+  SURGE_RETURN_IF_ERROR(Vec(node, o.bias, spec.n, "B"));
+  o.y_shape = o.x->shape();
+  o.y_shape.back() = spec.n;
+  if (spec.has_residual) {
+    if (o.residual == nullptr) return InvalidArgumentError("{}: residual is missing", Label(node));
+    SURGE_RETURN_IF_ERROR(F32(node, *o.residual, "R"));
+    if (o.residual->shape() != o.y_shape) {
+      return InvalidArgumentError("{}: residual {} must have shape {}", Label(node),
+                                  ShapeToString(o.residual->shape()), ShapeToString(o.y_shape));
+    }
+  }
+  o.m = spec.k ? o.x->numel() / spec.k : 0;
+  return o;
+}
+
+}  // namespace
+
 Status RunLinearNode(const ir::Node& node, const LinearKernel& kernel,
                      std::span<const Tensor* const> in, const OutputAllocator& alloc,
                      std::vector<Tensor>* out) {
-  const LinearSpec& spec = kernel.spec();
-  SURGE_ASSIGN_OR_RETURN(const Tensor* x, Need(node, in, 0, "X"));
-  SURGE_RETURN_IF_ERROR(F32(node, *x, "X"));
-  if (x->rank() < 1 || x->dim(x->rank() - 1) != spec.k) {
-    return InvalidArgumentError("{}: X {} must end in K={}", Label(node), ShapeToString(x->shape()),
-                                spec.k);
-  }
-  const Tensor* b = spec.has_bias ? In(in, 2) : nullptr;
-  const Tensor* r = spec.has_residual ? In(in, 3) : nullptr;
-  if (spec.has_bias && b == nullptr)
-    return InvalidArgumentError("{}: bias is missing", Label(node));
-  SURGE_RETURN_IF_ERROR(Vec(node, b, spec.n, "B"));
-  Shape y_shape = x->shape();
-  y_shape.back() = spec.n;
-  if (spec.has_residual) {
-    if (r == nullptr) return InvalidArgumentError("{}: residual is missing", Label(node));
-    SURGE_RETURN_IF_ERROR(F32(node, *r, "R"));
-    if (r->shape() != y_shape) {
-      return InvalidArgumentError("{}: residual {} must have shape {}", Label(node),
-                                  ShapeToString(r->shape()), ShapeToString(y_shape));
-    }
-  }
-  Tensor y = alloc(0, y_shape);
-  const int64_t m = spec.k ? x->numel() / spec.k : 0;
+  SURGE_ASSIGN_OR_RETURN(LinearOperands o, LinearInputs(node, kernel.spec(), in, false));
+  Tensor y = alloc(0, o.y_shape);
   SURGE_RETURN_IF_ERROR(kernel
-                            .Run(x->data_as<float>(), b ? b->data_as<float>() : nullptr,
-                                 r ? r->data_as<float>() : nullptr, y.data_as<float>(), m)
+                            .Run(o.x->data_as<float>(), o.bias ? o.bias->data_as<float>() : nullptr,
+                                 o.residual ? o.residual->data_as<float>() : nullptr,
+                                 y.data_as<float>(), o.m)
+                            .WithContext(Label(node)));
+  out->push_back(std::move(y));
+  return Status::Ok();
+}
+
+Status RunQuantLinearNode(const ir::Node& node, const QuantLinearKernel& kernel,
+                          std::span<const Tensor* const> in, const OutputAllocator& alloc,
+                          AlignedBuffer* scratch, std::vector<Tensor>* out) {
+  const bool int8 = kernel.spec().precision == LinearPrecision::kInt8;
+  SURGE_ASSIGN_OR_RETURN(LinearOperands o, LinearInputs(node, kernel.spec().base, in, int8));
+  Tensor y = alloc(0, o.y_shape);
+  const DType want = kernel.int8_output() ? DType::kInt8 : DType::kFloat32;
+  if (y.dtype() != want) {
+    return InternalError("{}: output buffer is {}, the kernel writes {}", Label(node),
+                         DTypeName(y.dtype()), DTypeName(want));
+  }
+  SURGE_RETURN_IF_ERROR(kernel
+                            .Run(o.x->data(), o.x->dtype() == DType::kInt8,
+                                 o.bias ? o.bias->data_as<float>() : nullptr,
+                                 o.residual ? o.residual->data_as<float>() : nullptr, y.data(), o.m,
+                                 scratch)
                             .WithContext(Label(node)));
   out->push_back(std::move(y));
   return Status::Ok();

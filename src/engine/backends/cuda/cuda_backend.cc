@@ -20,6 +20,7 @@
 #include "engine/backends/cuda/layer_norm_kernels.h"
 #include "engine/backends/cuda/lowering.h"
 #include "engine/backends/cuda/pack_kernels.h"
+#include "engine/backends/cuda/quant_linear.h"
 
 namespace surge::engine::cuda {
 namespace {
@@ -188,6 +189,7 @@ class CudaContext : public BackendContext {
   std::vector<std::pair<const char*, cudaEvent_t>> marks_;
   std::vector<cudaEvent_t> event_pool_;
   std::map<std::pair<size_t, int64_t>, std::unique_ptr<GemmPlan>> gemm_plans_;
+  QuantLinearRunner quant_runner_;
   std::map<RunShape, cudaGraphExec_t> graphs_;
   std::set<RunShape> uncapturable_;
 };
@@ -203,6 +205,7 @@ class CudaEngine : public BackendEngine, public std::enable_shared_from_this<Cud
   const Program& program() const { return program_; }
   const Extent& max() const { return max_; }
   const std::map<int, size_t>& act_offset() const { return act_offset_; }
+  const QuantLinears& quant() const { return quant_; }
   size_t arena_bytes() const { return arena_bytes_; }
   const std::vector<size_t>& output_offsets() const { return output_offsets_; }
   size_t outputs_bytes() const { return outputs_bytes_; }
@@ -220,6 +223,7 @@ class CudaEngine : public BackendEngine, public std::enable_shared_from_this<Cud
 
   std::shared_ptr<const ir::Graph> graph_;
   Program program_;
+  QuantLinears quant_;  // INT8/FP8 Linear layers (int8/fp8 builds)
   Extent max_;
   DevicePtr weights_;
   size_t weights_bytes_ = 0;
@@ -310,7 +314,7 @@ Status CudaEngine::Reserve(size_t bytes, std::string_view what) const {
 Status CudaEngine::Init(std::shared_ptr<const ir::Graph> graph, std::span<const uint8_t> blob,
                         const BuilderConfig& config, const EngineOptions& options) {
   graph_ = std::move(graph);
-  SURGE_ASSIGN_OR_RETURN(program_, AnalyzeGraph(*graph_, config));
+  SURGE_ASSIGN_OR_RETURN(program_, AnalyzeGraph(*graph_, QuantBaseConfig(config)));
   SURGE_ASSIGN_OR_RETURN(Blob b, ParseBlob(blob));
   if (b.dtype != program_.dtype) {
     return DataLossError("cuda plan: tactics were built for another precision than the config");
@@ -351,6 +355,15 @@ Status CudaEngine::Init(std::shared_ptr<const ir::Graph> graph, std::span<const 
     weight_ptr_[v] = dst;
     off += AlignUp(data.size());
   }
+  SURGE_ASSIGN_OR_RETURN(quant_, QuantLinears::Analyze(*graph_, program_, config));
+  if (!quant_.empty()) {
+    cublasLtHandle_t lt = nullptr;
+    SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&lt));
+    Status st = quant_.Prepare(lt, kGemmWorkspaceBytes, max_.batch * max_.seq + 1, max_.batch);
+    cublasLtDestroy(lt);
+    SURGE_RETURN_IF_ERROR(st);
+    SURGE_RETURN_IF_ERROR(Reserve(quant_.device_bytes(), "the quantised weights"));
+  }
   PlanArena();
   return Status::Ok();
 }
@@ -379,6 +392,10 @@ std::string CudaEngine::Describe() const {
         kernel = "embed_layer_norm (packs tokens)";
         break;
       case OpKind::kLinear: {
+        if (const QuantLinearOp* q = quant_.Find(&op - program_.ops.data())) {
+          kernel = quant_.Describe(*q);
+          break;
+        }
         bool extra = false;
         const GemmDesc d = LinearGemm(program_, op, 1, &extra);
         GemmDesc shape = d;
@@ -433,8 +450,10 @@ CudaContext::~CudaContext() {
 Status CudaContext::Init() {
   const Extent& mx = engine_->max();
   const IndexLayout idx(mx.batch * mx.seq + 1, mx.batch);
-  const size_t need =
-      engine_->arena_bytes() + kGemmWorkspaceBytes + idx.bytes + engine_->outputs_bytes();
+  const size_t quant_scratch =
+      engine_->quant().ScratchBytes(mx.batch * mx.seq + 1, mx.batch).total();
+  const size_t need = engine_->arena_bytes() + kGemmWorkspaceBytes + idx.bytes +
+                      engine_->outputs_bytes() + quant_scratch;
   SURGE_RETURN_IF_ERROR(engine_->Reserve(need, "an execution context"));
   reserved_ = need;
   SURGE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -443,6 +462,8 @@ Status CudaContext::Init() {
   SURGE_ASSIGN_OR_RETURN(gemm_ws_, DeviceAlloc(kGemmWorkspaceBytes, "the GEMM workspace"));
   SURGE_ASSIGN_OR_RETURN(index_dev_, DeviceAlloc(idx.bytes, "index arrays"));
   SURGE_ASSIGN_OR_RETURN(outputs_dev_, DeviceAlloc(engine_->outputs_bytes(), "output staging"));
+  SURGE_RETURN_IF_ERROR(
+      quant_runner_.Init(engine_->quant().ScratchBytes(mx.batch * mx.seq + 1, mx.batch)));
   void* host = nullptr;
   SURGE_CUDA_RETURN_IF_ERROR(cudaMallocHost(&host, idx.bytes));
   index_host_.reset(host);
@@ -557,6 +578,13 @@ Status CudaContext::RunOps(const RunShape& sh, bool capturing) {
         break;
       }
       case OpKind::kLinear: {
+        if (const QuantLinearOp* q = engine_->quant().Find(i)) {
+          Mark(q->type == QuantType::kInt8 ? "gemm_int8" : "gemm_fp8", capturing);
+          SURGE_RETURN_IF_ERROR(quant_runner_.Run(*q, lt_, rows, Act(in(0)), engine_->Weight(in(2)),
+                                                  in(3) >= 0 ? Act(in(3)) : nullptr, Act(out),
+                                                  gemm_ws_.get(), kGemmWorkspaceBytes, stream_));
+          break;
+        }
         bool extra = false;
         const GemmDesc d = LinearGemm(prog, op, rows, &extra);
         SURGE_ASSIGN_OR_RETURN(const GemmPlan* plan, Plan(i, d));
@@ -855,7 +883,9 @@ class CudaBackend : public Backend {
   std::string DeviceArch() const override { return "sm_90a"; }
 
   Result<std::string> Lower(const ir::Graph& graph, const BuilderConfig& config) override {
-    SURGE_ASSIGN_OR_RETURN(Program p, AnalyzeGraph(graph, config));
+    SURGE_ASSIGN_OR_RETURN(Program p, AnalyzeGraph(graph, QuantBaseConfig(config)));
+    // INT8/FP8 layers are checked here (calibrated, shapes cuBLASLt takes) and quantised at load.
+    SURGE_RETURN_IF_ERROR(QuantLinears::Analyze(graph, p, config).status());
     const char* exact = std::getenv("SURGE_CUDA_EXACT_GELU");
     p.exact_gelu = exact && std::string_view(exact) == "1";
     Blob blob;

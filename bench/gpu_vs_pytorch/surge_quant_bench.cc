@@ -1,0 +1,222 @@
+// INT8 and FP8 plans of the CUDA backend against its FP16 plan on the same model, same tokens,
+// same card: median wall time of a whole call (upload, kernels, download, synchronise; CUDA graph
+// replay after the first call of a shape) per batch shape, and agreement of every plan with the
+// FP32 CPU engine (cosine, top-1) on padded batches.
+//
+// Model: --model DIR (a Hugging Face folder or ONNX file, imported and fused as `surge build`
+// does), else a BERT-base-shaped random-weight encoder with a pooled output
+// (bert_base_graph.h). Calibration: the CPU FP32 engine on random token batches (what
+// `surge calibrate --inputs` does), percentile 99.99, no accuracy guard (all Linear layers
+// quantised whose shapes cuBLASLt's INT8/FP8 GEMMs take).
+//
+//   surge_quant_bench [--model DIR] [--shapes 128x128,32x128] [--reps 50] [--json FILE]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "bert_base_graph.h"
+#include "engine/backends/cuda/cuda_backend.h"
+#include "engine/builder/builder.h"
+#include "engine/quant/agreement.h"
+#include "engine/quant/calibrate.h"
+#include "engine/quant/quantize.h"
+
+namespace surge::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Result<std::shared_ptr<const Engine>> Build(const ir::Graph& g, const BuilderConfig& c,
+                                            double* seconds) {
+  auto t0 = Clock::now();
+  SURGE_ASSIGN_OR_RETURN(std::string bytes, builder::BuildPlanFromGraph(g, c));
+  *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return Engine::LoadFromMemory({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
+}
+
+int64_t Vocab(const ir::Graph& g) {
+  for (const auto& n : g.nodes) {
+    if (n.op_type == "EmbedLayerNorm" && n.input(3) >= 0)
+      return g.values[n.input(3)].constant.dim(0);
+  }
+  return 21128;
+}
+
+// Only the inputs the model has.
+TensorMap Select(const ir::Graph& g, const TensorMap& all) {
+  TensorMap m;
+  for (int id : g.inputs) {
+    auto it = all.find(g.values[id].name);
+    if (it != all.end()) m.emplace(it->first, it->second);
+  }
+  return m;
+}
+
+std::vector<TensorMap> Batches(const ir::Graph& g, uint32_t seed, int count, int64_t batch,
+                               int64_t seq, int64_t vocab) {
+  std::vector<TensorMap> out;
+  for (const auto& b : bench::BertBatches(seed, count, batch, seq, vocab, true)) {
+    out.push_back(Select(g, b));
+  }
+  return out;
+}
+
+int Main(int argc, char** argv) {
+  std::string model, json_path, shapes_arg = "128x128,32x128";
+  int reps = 50;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--model" && i + 1 < argc) model = argv[++i];
+    if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    if (a == "--shapes" && i + 1 < argc) shapes_arg = argv[++i];
+  }
+  Status gpu = cuda::CudaDeviceAvailable();
+  if (!gpu.ok()) {
+    std::fprintf(stderr, "%s\n", gpu.ToString().c_str());
+    return 2;
+  }
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  for (size_t pos = 0; pos < shapes_arg.size();) {
+    size_t end = shapes_arg.find(',', pos);
+    if (end == std::string::npos) end = shapes_arg.size();
+    const std::string s = shapes_arg.substr(pos, end - pos);
+    shapes.push_back({std::stoll(s.substr(0, s.find('x'))), std::stoll(s.substr(s.find('x') + 1))});
+    pos = end + 1;
+  }
+  int64_t max_b = 8, max_s = 128;
+  for (auto [b, s] : shapes) {
+    max_b = std::max(max_b, b);
+    max_s = std::max(max_s, s);
+  }
+  std::shared_ptr<ir::Graph> graph;
+  if (model.empty()) {
+    graph = bench::BertEncoderGraph(2026);
+  } else {
+    auto g = builder::ImportAndOptimize(model, {}, nullptr);
+    if (!g.ok()) {
+      std::fprintf(stderr, "%s\n", g.status().ToString().c_str());
+      return 1;
+    }
+    graph = std::make_shared<ir::Graph>(std::move(g).value());
+  }
+  const int64_t vocab = Vocab(*graph);
+  auto profile = [&](BuilderConfig& c) {
+    for (int id : graph->inputs) {
+      c.profile.inputs.push_back({graph->values[id].name, {1, 1}, {max_b, max_s}, {max_b, max_s}});
+    }
+  };
+  // Calibration and the FP32 reference on the CPU.
+  auto t0 = Clock::now();
+  const std::vector<TensorMap> calib = Batches(*graph, 1, 6, 4, 128, vocab);
+  auto cache = quant::Calibrate(*graph, calib, {}, model.empty() ? "bert_base_random" : model);
+  if (!cache.ok()) {
+    std::fprintf(stderr, "calibration: %s\n", cache.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("calibrated on the CPU in %.1f s\n",
+              std::chrono::duration<double>(Clock::now() - t0).count());
+  nlohmann::json out = {{"model", model.empty() ? "bert-base shape, random weights" : model},
+                        {"results", nlohmann::json::array()}};
+  std::map<std::string, std::shared_ptr<const Engine>> engines;
+  for (Precision p : {Precision::kFp16, Precision::kInt8, Precision::kFp8}) {
+    BuilderConfig c;
+    c.backend = "cuda";
+    c.precision = p;
+    profile(c);
+    quant::QuantizeOptions o;
+    o.guard = false;
+    quant::QuantizeReport report;
+    Status st = quant::Quantize(*graph, &*cache, o, &c, &report);
+    if (!st.ok()) {
+      std::fprintf(stderr, "%s: %s\n", std::string(PrecisionName(p)).c_str(),
+                   st.ToString().c_str());
+      return 1;
+    }
+    double build_s = 0;
+    auto e = Build(*graph, c, &build_s);
+    if (!e.ok()) {
+      std::fprintf(stderr, "%s: %s\n", std::string(PrecisionName(p)).c_str(),
+                   e.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("%s: built in %.1f s (%d of %d layers quantised)\n",
+                std::string(PrecisionName(p)).c_str(), build_s, report.quantised, report.layers);
+    engines[std::string(PrecisionName(p))] = *e;
+  }
+  // Accuracy against FP32 on the CPU.
+  BuilderConfig cpu;
+  profile(cpu);
+  double cpu_s = 0;
+  auto fp32 = Build(*graph, cpu, &cpu_s);
+  if (!fp32.ok()) {
+    std::fprintf(stderr, "cpu: %s\n", fp32.status().ToString().c_str());
+    return 1;
+  }
+  const std::vector<TensorMap> eval =
+      Batches(*graph, 7, 2, std::min<int64_t>(8, max_b), 128, vocab);
+  nlohmann::json accuracy = nlohmann::json::object();
+  for (const auto& [name, e] : engines) {
+    auto a = quant::MeasureAgreement(**fp32, *e, eval);
+    if (!a.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), a.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("%s vs fp32 (cpu): %s\n", name.c_str(), a->Summary().c_str());
+    accuracy[name] = {{"cosine", a->cosine()},
+                      {"top1_agreement", a->top1_agreement()},
+                      {"top1_rows", a->top1_rows()}};
+  }
+  out["accuracy_vs_fp32_cpu"] = accuracy;
+  // Timing.
+  std::printf("\n%-10s %10s %10s %10s %10s %10s\n", "shape", "fp16 ms", "int8 ms", "fp8 ms",
+              "int8 x", "fp8 x");
+  for (auto [b, s] : shapes) {
+    std::mt19937 rng(11);
+    auto all = bench::BertInputs(rng, b, s, vocab);
+    std::map<std::string, double> median;
+    for (const auto& [name, e] : engines) {
+      auto ctx = e->CreateContext();
+      const TensorMap in = Select(*graph, all);
+      for (int w = 0; w < 5; ++w) {
+        auto r = (*ctx)->Run(in);
+        if (!r.ok()) {
+          std::fprintf(stderr, "%s %lldx%lld: %s\n", name.c_str(), static_cast<long long>(b),
+                       static_cast<long long>(s), r.status().ToString().c_str());
+          return 1;
+        }
+      }
+      std::vector<double> ms;
+      for (int i = 0; i < reps; ++i) {
+        auto t = Clock::now();
+        auto r = (*ctx)->Run(in);
+        ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t).count());
+        if (!r.ok()) return 1;
+      }
+      std::sort(ms.begin(), ms.end());
+      median[name] = ms[ms.size() / 2];
+    }
+    const std::string shape = fmt::format("{}x{}", b, s);
+    std::printf("%-10s %10.3f %10.3f %10.3f %10.2f %10.2f\n", shape.c_str(), median["fp16"],
+                median["int8"], median["fp8"], median["fp16"] / median["int8"],
+                median["fp16"] / median["fp8"]);
+    out["results"].push_back({{"shape", shape},
+                              {"fp16_ms", median["fp16"]},
+                              {"int8_ms", median["int8"]},
+                              {"fp8_ms", median["fp8"]},
+                              {"int8_speedup_vs_fp16", median["fp16"] / median["int8"]},
+                              {"fp8_speedup_vs_fp16", median["fp16"] / median["fp8"]}});
+  }
+  std::printf("\ntargets: fp8 >= 1.6x and int8 >= 1.4x fp16 at 128x128; cosine to fp32 >= 0.999\n");
+  for (const auto& [name, e] : engines) out["describe"][name] = e->Describe();
+  if (!json_path.empty()) std::ofstream(json_path) << out.dump(1) << '\n';
+  return 0;
+}
+
+}  // namespace
+}  // namespace surge::engine
+
+int main(int argc, char** argv) { return surge::engine::Main(argc, argv); }

@@ -1,0 +1,50 @@
+// Kernels of the quantised Linear path (INT8 and FP8 e4m3 GEMMs through cuBLASLt, quant_gemm.h):
+// quantising FP16 activations at a per-tensor scale, dequantising INT32 accumulators with
+// per-channel scales plus the Linear epilogue, and host conversions for weights and tests.
+//
+//   Quantize:   q = saturate(round_to_nearest_even(x · inv_scale)), int8 in [-128, 127] or e4m3
+//               (finite, saturating to +-448).
+//   Dequantize: y = act(acc · scale[col] + bias[col]) + residual, FP16 out, float32 arithmetic.
+#pragma once
+
+#include "engine/backends/cuda/kernel_common.h"
+
+namespace surge::engine::cuda {
+
+enum class QuantType { kInt8, kFp8E4M3 };
+
+struct QuantizeArgs {
+  QuantType type = QuantType::kInt8;
+  int64_t n = 0;            // elements
+  const void* x = nullptr;  // FP16
+  float inv_scale = 1.f;    // 1 / step
+  void* y = nullptr;        // int8 or e4m3 bytes
+};
+
+bool QuantizeCanImplement(const QuantizeArgs& args);
+size_t QuantizeWorkspaceSize(const QuantizeArgs& args);
+cudaError_t QuantizeRun(const QuantizeArgs& args, void* workspace, cudaStream_t stream);
+
+struct DequantizeArgs {
+  int64_t rows = 0;
+  int cols = 0;
+  const int32_t* acc = nullptr;  // [rows, cols]
+  const float* scale = nullptr;  // [cols]: activation step x weight step of the column
+  const void* bias = nullptr;    // FP16 [cols] or null
+  Activation activation = Activation::kNone;
+  const void* residual = nullptr;  // FP16 [rows, cols] or null, added after the activation
+  void* y = nullptr;               // FP16 [rows, cols]
+};
+
+bool DequantizeCanImplement(const DequantizeArgs& args);
+size_t DequantizeWorkspaceSize(const DequantizeArgs& args);
+cudaError_t DequantizeRun(const DequantizeArgs& args, void* workspace, cudaStream_t stream);
+
+// Host conversions with the device's rounding (cuda_fp8.h): float -> e4m3 (saturating to
+// finite, round to nearest even) and back; float -> FP16 bits and back.
+void FloatToE4m3Host(const float* x, uint8_t* y, int64_t n);
+float E4m3ToFloatHost(uint8_t v);
+uint16_t FloatToHalfHost(float v);
+float HalfToFloatHost(uint16_t v);
+
+}  // namespace surge::engine::cuda

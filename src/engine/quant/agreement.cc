@@ -1,0 +1,131 @@
+#include "engine/quant/agreement.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/quant/calibrate.h"
+
+namespace surge::engine::quant {
+namespace {
+
+bool Contains(const std::string& s, std::string_view part) {
+  return s.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+double Agreement::cosine() const {
+  double c = 1.0;
+  for (const auto& o : outputs) c = std::min(c, o.mean_cosine());
+  return c;
+}
+
+int64_t Agreement::top1_rows() const {
+  int64_t n = 0;
+  for (const auto& o : outputs) n += o.top1 ? o.rows : 0;
+  return n;
+}
+
+double Agreement::top1_agreement() const {
+  int64_t agree = 0, rows = 0;
+  for (const auto& o : outputs) {
+    if (!o.top1) continue;
+    agree += o.top1_agree;
+    rows += o.rows;
+  }
+  return rows ? static_cast<double>(agree) / static_cast<double>(rows) : 1.0;
+}
+
+std::string Agreement::Summary() const {
+  int64_t agree = 0;
+  for (const auto& o : outputs) agree += o.top1 ? o.top1_agree : 0;
+  return fmt::format("cosine {:.6f}, top-1 agreement {:.2f}% ({}/{})", cosine(),
+                     100.0 * top1_agreement(), agree, top1_rows());
+}
+
+bool AgreementMeter::IsTop1(const std::string& name, const Tensor& t, const TensorMap& all) const {
+  if (!top1_names_.empty()) {
+    return std::find(top1_names_.begin(), top1_names_.end(), name) != top1_names_.end();
+  }
+  const bool any_logits = std::any_of(all.begin(), all.end(),
+                                      [](const auto& kv) { return Contains(kv.first, "logit"); });
+  if (any_logits) return Contains(name, "logit");
+  return t.rank() >= 1 && t.shape().back() >= 2;
+}
+
+Status AgreementMeter::Add(const TensorMap& inputs, const TensorMap& reference,
+                           const TensorMap& candidate) {
+  const Tensor* mask = FindMask(inputs);
+  for (const auto& [name, ref_t] : reference) {
+    auto it = candidate.find(name);
+    if (it == candidate.end()) {
+      return InvalidArgumentError("the candidate engine has no output '{}'", name);
+    }
+    if (it->second.shape() != ref_t.shape()) {
+      return InvalidArgumentError("output '{}' has shape {} but the reference has {}", name,
+                                  ShapeToString(it->second.shape()), ShapeToString(ref_t.shape()));
+    }
+    if (!IsFloating(ref_t.dtype())) continue;
+    auto slot = std::find_if(result_.outputs.begin(), result_.outputs.end(),
+                             [&](const OutputAgreement& o) { return o.name == name; });
+    if (slot == result_.outputs.end()) {
+      result_.outputs.push_back({name, IsTop1(name, ref_t, reference)});
+      slot = result_.outputs.end() - 1;
+    }
+    const Tensor a = ref_t.ToFloat32();
+    const Tensor b = it->second.ToFloat32();
+    const int64_t cols = a.rank() >= 2 ? a.shape().back() : std::max<int64_t>(a.numel(), 1);
+    const int64_t rows = a.numel() / cols;
+    const bool token_rows = mask != nullptr && a.rank() >= 3 && a.dim(0) == mask->dim(0) &&
+                            a.dim(1) == mask->dim(1) && rows == mask->numel();
+    const float* pa = a.data_as<float>();
+    const float* pb = b.data_as<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      if (token_rows && mask->GetInt(r) == 0) continue;
+      double dot = 0, na = 0, nb = 0;
+      int64_t arg_a = 0, arg_b = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double x = pa[r * cols + c], y = pb[r * cols + c];
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+        const double err = std::abs(x - y);
+        slot->max_abs_err = std::max(slot->max_abs_err, std::isnan(err) ? INFINITY : err);
+        if (pa[r * cols + c] > pa[r * cols + arg_a]) arg_a = c;
+        if (pb[r * cols + c] > pb[r * cols + arg_b]) arg_b = c;
+      }
+      double cos = 0;
+      if (na == 0 && nb == 0) {
+        cos = 1;
+      } else if (na > 0 && nb > 0) {
+        cos = dot / std::sqrt(na) / std::sqrt(nb);
+      }
+      if (std::isnan(cos)) cos = 0;
+      ++slot->rows;
+      slot->cosine_sum += cos;
+      slot->cosine_min = std::min(slot->cosine_min, cos);
+      slot->top1_agree += arg_a == arg_b;
+    }
+  }
+  return Status::Ok();
+}
+
+Result<Agreement> MeasureAgreement(const Engine& reference, const Engine& candidate,
+                                   std::span<const TensorMap> batches,
+                                   std::vector<std::string> top1_outputs) {
+  SURGE_ASSIGN_OR_RETURN(auto rc, reference.CreateContext());
+  SURGE_ASSIGN_OR_RETURN(auto cc, candidate.CreateContext());
+  AgreementMeter meter(std::move(top1_outputs));
+  for (size_t i = 0; i < batches.size(); ++i) {
+    auto r = rc->Run(batches[i]);
+    if (!r.ok()) return r.status().WithContext(fmt::format("reference, batch {}", i + 1));
+    TensorMap owned;
+    for (auto& [name, t] : *r) owned.emplace(name, t.Clone());
+    auto c = cc->Run(batches[i]);
+    if (!c.ok()) return c.status().WithContext(fmt::format("candidate, batch {}", i + 1));
+    SURGE_RETURN_IF_ERROR(meter.Add(batches[i], owned, *c));
+  }
+  return meter.result();
+}
+
+}  // namespace surge::engine::quant

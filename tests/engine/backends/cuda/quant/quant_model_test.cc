@@ -1,0 +1,197 @@
+// INT8 and FP8 plans of the CUDA backend end to end, against the FP32 CPU engine: calibration
+// runs on the CPU (surge calibrate's path), the plans are built through engine/quant and run on
+// the GPU. Tests that need a GPU skip without one; the build-time checks run anywhere.
+//
+//  * BERT-base-shaped random weights (bench/gpu_vs_pytorch/bert_base_graph.h), pooled output:
+//    cosine to FP32 >= 0.999 for INT8 and FP8 (the target), FP16's shown beside it.
+//  * The bert_seqcls fixture: cosine >= 0.999 and top-1 agreement with FP32, its 64x3 classifier
+//    kept FP16 (not a multiple of 16), and the accuracy guard falling layers back on CUDA.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "bert_base_graph.h"
+#include "engine/backends/cuda/cuda_backend.h"
+#include "engine/builder/builder.h"
+#include "engine/quant/calibrate.h"
+#include "engine/quant/quantize.h"
+
+namespace surge::engine::quant {
+namespace {
+
+// The fixtures are found under $SURGE_SOURCE_DIR (set by scripts/gpu/check_quant on the GPU
+// machine, where the build tree's path does not exist), else the source tree this was built from.
+std::string Models() {
+  const char* env = std::getenv("SURGE_SOURCE_DIR");
+  return std::string(env && *env ? env : SURGE_SOURCE_DIR) + "/tests/fixtures/models/";
+}
+
+#define SKIP_WITHOUT_GPU()                                                  \
+  do {                                                                      \
+    Status gpu = cuda::CudaDeviceAvailable();                               \
+    if (!gpu.ok()) GTEST_SKIP() << "needs an sm_90 GPU: " << gpu.message(); \
+  } while (0)
+
+BuilderConfig Config(const std::string& backend, Precision p, int64_t max_batch, int64_t max_seq) {
+  BuilderConfig c;
+  c.backend = backend;
+  c.precision = p;
+  for (const char* name : {"input_ids", "token_type_ids", "attention_mask"}) {
+    c.profile.inputs.push_back({name, {1, 1}, {max_batch, max_seq}, {max_batch, max_seq}});
+  }
+  return c;
+}
+
+std::shared_ptr<const Engine> Load(const ir::Graph& g, const BuilderConfig& c) {
+  auto bytes = builder::BuildPlanFromGraph(g, c);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+  if (!bytes.ok()) return nullptr;
+  auto e = Engine::LoadFromMemory({reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()});
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return e.ok() ? *e : nullptr;
+}
+
+Agreement Measure(const Engine& ref, const Engine& cand, const std::vector<TensorMap>& batches) {
+  auto a = MeasureAgreement(ref, cand, batches);
+  EXPECT_TRUE(a.ok()) << a.status().ToString();
+  return a.ok() ? *a : Agreement{};
+}
+
+std::vector<TensorMap> Batches(uint32_t seed, int count, int64_t batch, int64_t seq, int64_t vocab,
+                               bool padding) {
+  return bench::BertBatches(seed, count, batch, seq, vocab, padding);
+}
+
+TEST(CudaQuantModel, BertBaseRandomWeightsInt8AndFp8CosineToFp32) {
+  SKIP_WITHOUT_GPU();
+  auto graph = bench::BertEncoderGraph(2026);
+  const auto calib = Batches(1, 6, 4, 128, 21128, true);
+  const auto eval = Batches(2, 2, 8, 128, 21128, true);
+  auto cache = Calibrate(*graph, calib, {}, "bert_base_random");
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  auto fp32 = Load(*graph, Config("cpu", Precision::kFp32, 8, 128));
+  auto fp16 = Load(*graph, Config("cuda", Precision::kFp16, 8, 128));
+  ASSERT_TRUE(fp32 && fp16);
+  std::printf("bert-base random, fp16 vs fp32: %s\n",
+              Measure(*fp32, *fp16, eval).Summary().c_str());
+  for (Precision p : {Precision::kInt8, Precision::kFp8}) {
+    BuilderConfig c = Config("cuda", p, 8, 128);
+    QuantizeOptions o;
+    o.guard = false;
+    QuantizeReport report;
+    ASSERT_TRUE(Quantize(*graph, &*cache, o, &c, &report).ok());
+    EXPECT_EQ(report.quantised, 49);  // 12 x (QKV, out, FFN1, FFN2) + pooler
+    auto plan = Load(*graph, c);
+    ASSERT_TRUE(plan);
+    const std::string desc = plan->Describe();
+    const std::string kind =
+        p == Precision::kInt8 ? "cublasLt int8 gemm" : "cublasLt fp8 e4m3 gemm";
+    size_t count = 0;
+    for (size_t at = desc.find(kind); at != std::string::npos; at = desc.find(kind, at + 1))
+      ++count;
+    EXPECT_EQ(count, 49u) << desc;
+    const Agreement a = Measure(*fp32, *plan, eval);
+    std::printf("bert-base random, %s vs fp32: %s\n", std::string(PrecisionName(p)).c_str(),
+                a.Summary().c_str());
+    EXPECT_GE(a.cosine(), 0.999) << PrecisionName(p);
+  }
+}
+
+ir::Graph Fixture() {
+  auto g = builder::ImportAndOptimize(Models() + "bert_seqcls/model.torchscript.onnx", {}, nullptr);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  return g.ok() ? std::move(g).value() : ir::Graph{};
+}
+
+TEST(CudaQuantModel, FixtureInt8AndFp8AgreeWithFp32) {
+  SKIP_WITHOUT_GPU();
+  const ir::Graph g = Fixture();
+  auto cache =
+      Calibrate(g, Batches(3, 6, 8, 32, 200, true), Batches(4, 2, 8, 32, 200, true), "bert_seqcls");
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  const auto eval = Batches(5, 4, 16, 48, 200, true);
+  auto fp32 = Load(g, Config("cpu", Precision::kFp32, 16, 64));
+  for (Precision p : {Precision::kInt8, Precision::kFp8}) {
+    BuilderConfig c = Config("cuda", p, 16, 64);
+    QuantizeOptions o;
+    o.guard_options.budget = {0.999, 0.05};
+    QuantizeReport report;
+    Status st = Quantize(g, &*cache, o, &c, &report);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    const LayerPrecision& head = c.quant.layers.at("/classifier/Gemm");
+    EXPECT_EQ(head.precision, Precision::kFp16);
+    EXPECT_NE(head.reason.find("multiples of 16"), std::string::npos) << head.reason;
+    auto plan = Load(g, c);
+    ASSERT_TRUE(plan);
+    const Agreement a = Measure(*fp32, *plan, eval);
+    std::printf("bert_seqcls %s (cuda) vs fp32 (cpu): %s\n", std::string(PrecisionName(p)).c_str(),
+                a.Summary().c_str());
+    EXPECT_GE(a.cosine(), 0.999);
+    EXPECT_GE(a.top1_agreement(), 0.95);
+  }
+}
+
+TEST(CudaQuantModel, AccuracyGuardFallsBackLayersToFp16) {
+  SKIP_WITHOUT_GPU();
+  const ir::Graph g = Fixture();
+  auto cache =
+      Calibrate(g, Batches(3, 6, 8, 32, 200, true), Batches(4, 2, 8, 32, 200, true), "bert_seqcls");
+  ASSERT_TRUE(cache.ok());
+  BuilderConfig probe = Config("cuda", Precision::kFp8, 16, 64);
+  QuantizeOptions loose;
+  loose.guard_options.budget = {0.0, 1.0};
+  QuantizeReport first;
+  ASSERT_TRUE(Quantize(g, &*cache, loose, &probe, &first).ok());
+  // Halfway between the all-FP8 engine and the FP16 one: some layers must fall back.
+  BuilderConfig fp16_only = Config("cuda", Precision::kFp16, 16, 64);
+  auto fp32 = Load(g, Config("cpu", Precision::kFp32, 16, 64));
+  auto fp16 = Load(g, fp16_only);
+  const double fp16_cos = Measure(*fp32, *fp16, cache->holdout).cosine();
+  const double all_fp8 = first.guard.all_quantised.cosine();
+  ASSERT_LT(all_fp8, fp16_cos);
+  BuilderConfig c = Config("cuda", Precision::kFp8, 16, 64);
+  QuantizeOptions tight;
+  tight.guard_options.budget = {(fp16_cos + all_fp8) / 2, 1.0};
+  QuantizeReport report;
+  Status st = Quantize(g, &*cache, tight, &c, &report);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_FALSE(report.guard.fallback.empty());
+  for (const auto& name : report.guard.fallback) {
+    EXPECT_EQ(c.quant.layers.at(name).precision, Precision::kFp16) << name;
+  }
+  EXPECT_GE(report.guard.final_agreement.cosine(), tight.guard_options.budget.min_cosine);
+}
+
+// Build-time checks: no GPU needed.
+TEST(CudaQuantBuild, Int8WithoutCalibrationAndBadLayerMarks) {
+  const ir::Graph g = Fixture();
+  auto bytes = builder::BuildPlanFromGraph(g, Config("cuda", Precision::kInt8, 16, 64));
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_NE(bytes.status().message().find("int8 needs calibration"), std::string::npos)
+      << bytes.status().ToString();
+  BuilderConfig c = Config("cuda", Precision::kFp8, 16, 64);
+  c.quant.amax["/bert/pooler/activation/Tanh_output_0"] = 1.f;
+  c.quant.layers["/classifier/Gemm"] = {Precision::kFp8, "test"};
+  bytes = builder::BuildPlanFromGraph(g, c);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_NE(bytes.status().message().find("not a multiple of 16"), std::string::npos)
+      << bytes.status().ToString();
+  c.quant.layers.clear();
+  c.quant.layers["/bert/pooler/dense/Gemm"] = {Precision::kBf16, "test"};
+  bytes = builder::BuildPlanFromGraph(g, c);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_NE(bytes.status().message().find("is marked bf16"), std::string::npos)
+      << bytes.status().ToString();
+  c.quant.layers.clear();
+  c.quant.layers["/bert/pooler/dense/Gemm"] = {Precision::kFp8, "test"};
+  c.quant.amax.clear();
+  c.quant.amax["unrelated"] = 1.f;
+  bytes = builder::BuildPlanFromGraph(g, c);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_NE(bytes.status().message().find("no calibrated threshold"), std::string::npos)
+      << bytes.status().ToString();
+}
+
+}  // namespace
+}  // namespace surge::engine::quant

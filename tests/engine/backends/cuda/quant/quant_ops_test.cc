@@ -1,0 +1,333 @@
+// The CUDA backend's quantised Linear pieces on the GPU (each test skips without one): the
+// quantise kernel against the host conversion (bit-exact), and the whole quantised Linear
+// (quantise, cuBLASLt INT8/FP8 GEMM in each epilogue mode cuBLASLt offers, epilogue) against
+//  * the exact-quantised reference: the same quantised operands multiplied in double;
+//    INT8 accumulates exactly, FP8 with Hopper's reduced-precision accumulation (allowed:
+//    2^-12 of sum |xq wq|); outputs are FP16 (2^-9 of the magnitude covers two roundings); a
+//    fused GELU epilogue is the tanh form, so that reference uses it too;
+//  * the FP32 CPU reference (ir::EvalNode of the surge::Linear node): cosine >= 0.999 and a
+//    per-element bound from the rounding of both operands (INT8: |x| sw/2 + |w| sx/2 + sx sw/4
+//    per product; FP8: 2^-4 relative per operand, 3 mantissa bits, plus the subnormal spacing
+//    2^-9 of each scale), times 1.13 after GELU (its largest slope), plus 5e-4 when the GELU is
+//    the tanh form.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "engine/backends/cuda/cuda_backend.h"
+#include "engine/backends/cuda/quant_linear.h"
+#include "engine/ir/eval.h"
+
+namespace surge::engine::cuda {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                  \
+  do {                                                                      \
+    Status gpu = CudaDeviceAvailable();                                     \
+    if (!gpu.ok()) GTEST_SKIP() << "needs an sm_90 GPU: " << gpu.message(); \
+  } while (0)
+
+struct Dev {
+  void* p = nullptr;
+  explicit Dev(size_t bytes) {
+    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(bytes, 16)), cudaSuccess);
+  }
+  ~Dev() { cudaFree(p); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(p);
+  }
+};
+
+std::vector<uint16_t> ToHalf(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = FloatToHalfHost(v[i]);
+  return h;
+}
+
+// Values as the device sees them: rounded to FP16.
+std::vector<float> RoundHalf(std::vector<float> v) {
+  for (float& x : v) x = HalfToFloatHost(FloatToHalfHost(x));
+  return v;
+}
+
+std::vector<float> Uniform(std::mt19937& g, size_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(g);
+  return v;
+}
+
+double GeluErfD(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double GeluTanhD(double x) {
+  return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+double Act(Activation a, double v, bool tanh_gelu) {
+  switch (a) {
+    case Activation::kGelu:
+      return tanh_gelu ? GeluTanhD(v) : GeluErfD(v);
+    case Activation::kGeluTanh:
+      return GeluTanhD(v);
+    case Activation::kTanh:
+      return std::tanh(v);
+    case Activation::kRelu:
+      return v > 0 ? v : 0;
+    case Activation::kNone:
+      break;
+  }
+  return v;
+}
+
+TEST(QuantKernels, QuantizeMatchesTheHostConversionBitForBit) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 g(1);
+  for (int64_t n : {1, 7, 8, 1000, 4099}) {
+    // Values beyond the saturation point too.
+    std::vector<float> x = RoundHalf(Uniform(g, n, -600.f, 600.f));
+    const std::vector<uint16_t> xh = ToHalf(x);
+    Dev dx(n * 2), dy(n);
+    ASSERT_EQ(cudaMemcpy(dx.p, xh.data(), n * 2, cudaMemcpyHostToDevice), cudaSuccess);
+    for (QuantType t : {QuantType::kInt8, QuantType::kFp8E4M3}) {
+      const float inv = t == QuantType::kInt8 ? 127.f / 400.f : 448.f / 300.f;
+      QuantizeArgs a{t, n, dx.p, inv, dy.p};
+      ASSERT_TRUE(QuantizeCanImplement(a));
+      ASSERT_EQ(QuantizeRun(a, nullptr, nullptr), cudaSuccess);
+      std::vector<uint8_t> got(n);
+      ASSERT_EQ(cudaMemcpy(got.data(), dy.p, n, cudaMemcpyDeviceToHost), cudaSuccess);
+      for (int64_t i = 0; i < n; ++i) {
+        uint8_t want;
+        const float v = x[i] * inv;
+        if (t == QuantType::kInt8) {
+          want = static_cast<uint8_t>(
+              static_cast<int8_t>(std::clamp(std::nearbyint(v), -128.f, 127.f)));
+        } else {
+          FloatToE4m3Host(&v, &want, 1);
+        }
+        ASSERT_EQ(got[i], want) << "n=" << n << " i=" << i << " x=" << x[i];
+      }
+    }
+  }
+}
+
+TEST(QuantKernels, HostE4m3RoundTripIsTheFormat) {
+  // Host-only: e4m3 keeps 3 mantissa bits and saturates at 448.
+  const float in[] = {0.f, 1.f, 1.0625f, 1.125f, 448.f, 1000.f, -3.3f, 0.001953125f};
+  uint8_t q[8];
+  FloatToE4m3Host(in, q, 8);
+  EXPECT_EQ(E4m3ToFloatHost(q[0]), 0.f);
+  EXPECT_EQ(E4m3ToFloatHost(q[1]), 1.f);
+  EXPECT_EQ(E4m3ToFloatHost(q[2]), 1.f);  // halfway to 1.125 rounds to even
+  EXPECT_EQ(E4m3ToFloatHost(q[3]), 1.125f);
+  EXPECT_EQ(E4m3ToFloatHost(q[4]), 448.f);
+  EXPECT_EQ(E4m3ToFloatHost(q[5]), 448.f);  // saturates
+  EXPECT_EQ(E4m3ToFloatHost(q[6]), -3.25f);
+  EXPECT_EQ(E4m3ToFloatHost(q[7]), 0.001953125f);  // 2^-9, the smallest subnormal
+}
+
+struct OpCase {
+  QuantType type;
+  int64_t m, n, k;
+  Activation act;
+  bool bias, residual;
+  QuantGemmMode first;
+};
+
+std::string Name(const OpCase& c) {
+  return fmt::format("{} m={} n={} k={} act={} bias={} res={} first={}",
+                     c.type == QuantType::kInt8 ? "int8" : "fp8", c.m, c.n, c.k,
+                     static_cast<int>(c.act), c.bias, c.residual, QuantGemmModeName(c.first));
+}
+
+void CheckLinear(const OpCase& c, uint32_t seed) {
+  const std::string what = Name(c);
+  std::mt19937 g(seed);
+  const std::vector<float> x = RoundHalf(Uniform(g, c.m * c.k, -2.f, 2.f));
+  const std::vector<float> w = Uniform(g, c.k * c.n, -0.1f, 0.1f);
+  const std::vector<float> bias = RoundHalf(Uniform(g, c.n, -0.5f, 0.5f));
+  const std::vector<float> res = RoundHalf(Uniform(g, c.m * c.n, -1.f, 1.f));
+  float amax = 0;
+  for (float v : x) amax = std::max(amax, std::abs(v));
+  const bool int8 = c.type == QuantType::kInt8;
+  const float sx = amax / (int8 ? 127.f : 448.f);
+
+  Tensor wt(DType::kFloat32, {c.k, c.n});
+  std::copy(w.begin(), w.end(), wt.data_as<float>());
+  QuantLinearOp op;
+  op.op = 0;
+  op.node = "test";
+  op.type = c.type;
+  op.k = c.k;
+  op.n = c.n;
+  op.bias = c.bias;
+  op.residual = c.residual;
+  op.activation = c.act;
+  op.x_scale = sx;
+  QuantizeLinearWeight(wt, c.type, &op.weight, &op.w_scales);
+
+  cublasLtHandle_t lt = nullptr;
+  ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+  constexpr size_t kWs = 32u << 20;
+  QuantGemmDesc desc{c.type, c.m, c.n, c.k, c.bias, c.act, c.residual};
+  auto probe = QuantGemm::Create(lt, desc, kWs, c.first);
+  if (!probe.ok()) {
+    cublasLtDestroy(lt);
+    // Starting from the first mode, some form must run; a later starting mode cuBLASLt does not
+    // offer for this case is only logged.
+    ASSERT_NE(c.first, QuantGemmMode::kFusedEpilogue) << what << ": " << probe.status().ToString();
+    std::printf("%s: not offered (%s)\n", what.c_str(), probe.status().message().c_str());
+    return;
+  }
+  op.mode = (*probe)->mode();
+  std::printf("%s: mode %s\n", what.c_str(), std::string(QuantGemmModeName(op.mode)).c_str());
+
+  std::vector<float> scales;
+  if (int8) {
+    for (float s : op.w_scales) scales.push_back(sx * s);
+  } else {
+    scales = {op.w_scales[0], sx};
+  }
+  Dev dw(op.weight.size()), ds(scales.size() * 4), dx(c.m * c.k * 2), db(c.n * 2),
+      dr(c.m * c.n * 2), dy(c.m * c.n * 2), ws(kWs);
+  const auto xh = ToHalf(x), bh = ToHalf(bias), rh = ToHalf(res);
+  cudaMemcpy(dw.p, op.weight.data(), op.weight.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(ds.p, scales.data(), scales.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dx.p, xh.data(), xh.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(db.p, bh.data(), bh.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(dr.p, rh.data(), rh.size() * 2, cudaMemcpyHostToDevice);
+  op.w_dev = dw.p;
+  op.scales_dev = ds.as<float>();
+  QuantLinearRunner runner;
+  QuantLinears::Scratch scratch{static_cast<size_t>(c.m * c.k) + 256,
+                                static_cast<size_t>(c.m * c.n * 4) + 256};
+  ASSERT_TRUE(runner.Init(scratch).ok());
+  Status st = runner.Run(op, lt, c.m, dx.p, c.bias ? db.p : nullptr, c.residual ? dr.p : nullptr,
+                         dy.p, ws.p, kWs, nullptr);
+  ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+  std::vector<uint16_t> yh(c.m * c.n);
+  cudaMemcpy(yh.data(), dy.p, yh.size() * 2, cudaMemcpyDeviceToHost);
+  cublasLtDestroy(lt);
+
+  // Dequantised operands.
+  std::vector<double> xq(c.m * c.k), wq(c.k * c.n);
+  for (int64_t i = 0; i < c.m * c.k; ++i) {
+    const float v = x[i] * (1.f / sx);
+    if (int8) {
+      xq[i] = std::clamp(std::nearbyint(v), -128.f, 127.f) * static_cast<double>(sx);
+    } else {
+      uint8_t q;
+      FloatToE4m3Host(&v, &q, 1);
+      xq[i] = E4m3ToFloatHost(q) * static_cast<double>(sx);
+    }
+  }
+  for (int64_t j = 0; j < c.n; ++j) {
+    for (int64_t i = 0; i < c.k; ++i) {
+      const uint8_t q = op.weight[j * c.k + i];
+      wq[i * c.n + j] = int8 ? static_cast<int8_t>(q) * static_cast<double>(op.w_scales[j])
+                             : E4m3ToFloatHost(q) * static_cast<double>(op.w_scales[0]);
+    }
+  }
+  // The CPU reference of the FP32 Linear.
+  ir::Node node;
+  node.op_type = "Linear";
+  node.domain = std::string(ir::kSurgeDomain);
+  node.name = "ref";
+  const char* act_name[] = {"none", "gelu", "gelu_tanh", "tanh", "relu"};
+  node.attrs["activation"] = std::string(act_name[static_cast<int>(c.act)]);
+  Tensor xt(DType::kFloat32, {c.m, c.k}), bt(DType::kFloat32, {c.n}),
+      rt(DType::kFloat32, {c.m, c.n});
+  std::copy(x.begin(), x.end(), xt.data_as<float>());
+  std::copy(bias.begin(), bias.end(), bt.data_as<float>());
+  std::copy(res.begin(), res.end(), rt.data_as<float>());
+  std::vector<Tensor> ins = {xt, wt, c.bias ? bt : Tensor()};
+  node.inputs = {0, 1, c.bias ? 2 : -1};
+  if (c.residual) {
+    ins.push_back(rt);
+    node.inputs.push_back(3);
+  }
+  std::vector<Tensor> ref_out;
+  ASSERT_TRUE(ir::EvalNode(node, ins, &ref_out).ok());
+  const float* ref32 = ref_out[0].data_as<float>();
+
+  const bool tanh_gelu = op.mode == QuantGemmMode::kFusedEpilogue && c.act == Activation::kGelu;
+  const double lip = (c.act == Activation::kGelu || c.act == Activation::kGeluTanh) ? 1.13 : 1.0;
+  double worst_exact = 0, worst_bound = 0, dot = 0, na = 0, nb = 0;
+  for (int64_t i = 0; i < c.m; ++i) {
+    for (int64_t j = 0; j < c.n; ++j) {
+      double acc = 0, mag = 0, qbound = 0;
+      for (int64_t p = 0; p < c.k; ++p) {
+        acc += xq[i * c.k + p] * wq[p * c.n + j];
+        mag += std::abs(xq[i * c.k + p] * wq[p * c.n + j]);
+        const double ax = std::abs(x[i * c.k + p]), aw = std::abs(w[p * c.n + j]);
+        if (int8) {
+          qbound += ax * op.w_scales[j] / 2 + aw * sx / 2 + sx * op.w_scales[j] / 4;
+        } else {
+          qbound += ax * aw * (0.0625 + 0.0625 + 0.004) + (aw * sx + ax * op.w_scales[0]) / 1024;
+        }
+      }
+      const double pre = acc + (c.bias ? bias[j] : 0.0);
+      const double want = Act(c.act, pre, tanh_gelu) + (c.residual ? res[i * c.n + j] : 0.0);
+      const double got = HalfToFloatHost(yh[i * c.n + j]);
+      const double tol = std::ldexp(std::abs(want) + std::abs(pre), -9) +
+                         mag * (int8 ? 1e-7 : std::ldexp(1.0, -12)) + 1e-4;
+      worst_exact = std::max(worst_exact, std::abs(got - want) / tol);
+      const double r = ref32[i * c.n + j];
+      const double bound =
+          qbound * lip + (tanh_gelu ? 5e-4 : 0) + std::ldexp(std::abs(r), -9) + 1e-4;
+      worst_bound = std::max(worst_bound, std::abs(got - r) / bound);
+      dot += got * r;
+      na += got * got;
+      nb += r * r;
+    }
+  }
+  EXPECT_LE(worst_exact, 1.0) << what << " vs the exact-quantised reference";
+  EXPECT_LE(worst_bound, 1.0) << what << " vs the FP32 reference bound";
+  const double cosine = dot / std::sqrt(na) / std::sqrt(nb);
+  if (c.k >= 64) EXPECT_GE(cosine, 0.999) << what;
+  std::printf("  cosine to FP32 %.6f\n", cosine);
+}
+
+TEST(QuantLinearGpu, Int8AndFp8InEveryModeMatchTheReferences) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
+      {1, 64, 64},      {37, 192, 64},    {128, 768, 768},
+      {513, 3072, 768}, {256, 768, 3072}, {16, 48, 80}};
+  const std::vector<std::tuple<Activation, bool, bool>> epilogues = {
+      {Activation::kNone, true, false},
+      {Activation::kGelu, true, false},
+      {Activation::kNone, true, true},
+      {Activation::kTanh, true, false},
+      {Activation::kNone, false, false}};
+  uint32_t seed = 1;
+  for (QuantType t : {QuantType::kInt8, QuantType::kFp8E4M3}) {
+    for (auto [m, n, k] : shapes) {
+      for (auto [act, bias, residual] : epilogues) {
+        for (QuantGemmMode first :
+             {QuantGemmMode::kFusedEpilogue, QuantGemmMode::kScaled, QuantGemmMode::kInt32}) {
+          if (first == QuantGemmMode::kInt32 && t != QuantType::kInt8) continue;
+          // The host references are O(m n k) in double: the two large shapes run the plain and
+          // GELU epilogues in the preferred mode only.
+          const bool large = m * n * k > (int64_t{1} << 27);
+          if (large && (first != QuantGemmMode::kFusedEpilogue || residual ||
+                        act == Activation::kTanh || !bias)) {
+            continue;
+          }
+          CheckLinear({t, m, n, k, act, bias, residual, first}, seed++);
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantLinearGpu, RejectsShapesCublasLtCannotTake) {
+  QuantGemmDesc d{QuantType::kFp8E4M3, 8, 3, 64, true, Activation::kNone, false};
+  auto g = QuantGemm::Create(nullptr, d, 1 << 20);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("multiples of 16"), std::string::npos);
+  EXPECT_FALSE(QuantGemmShapeSupported(3, 64));
+  EXPECT_TRUE(QuantGemmShapeSupported(768, 3072));
+}
+
+}  // namespace
+}  // namespace surge::engine::cuda
