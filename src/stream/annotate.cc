@@ -5,7 +5,9 @@
 
 #include "core/logging.h"
 #include "stream/hash.h"
+#include "stream/hashtag.h"
 #include "text/simhash.h"
+#include "text/utf8.h"
 
 namespace surge::stream {
 namespace {
@@ -13,12 +15,13 @@ namespace {
 constexpr size_t kCacheBits = 16;
 constexpr uint8_t kFiltered = 1, kFeature = 2, kValid = 4;
 
-// A SimHash feature: has a letter, digit or ideograph (ASCII punctuation, spaces and most symbols
-// and emoji are left out; any non-ASCII word counts, which keeps the check cheap).
+// A SimHash feature: a word with a letter, digit or ideograph (punctuation, spaces, symbols and
+// emoji are left out, so that they cannot tell near-duplicates apart).
 bool IsFeature(std::string_view w) {
-  for (unsigned char c : w) {
-    if (c >= 0x80 || (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'))
-      return !(w.size() <= 3 && static_cast<unsigned char>(w[0]) == 0xEF);  // full-width punct
+  for (size_t i = 0; i < w.size();) {
+    text::DecodedChar d = text::DecodeUtf8At(w, i);
+    if (d.valid && IsNameChar(d.cp)) return true;
+    i += d.length;
   }
   return false;
 }

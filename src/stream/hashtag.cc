@@ -10,7 +10,7 @@ namespace surge::stream {
 namespace {
 
 // A separator: nothing that joins words into a name.
-bool IsSeparator(char32_t c) {
+bool IsSeparatorChar(char32_t c) {
   if (c < 0x80) {
     return !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'));
   }
@@ -22,7 +22,7 @@ bool IsSeparator(char32_t c) {
   }
   // Letters of other scripts and ideographs join; symbols, arrows, emoji and the like do not.
   if (c >= 0x2000 && c <= 0x2BFF) return true;
-  if (c >= 0x1F000) return true;
+  if (c >= 0x1F000 && c <= 0x1FAFF) return true;  // emoji and pictographs
   if (c >= 0xFE00 && c <= 0xFE0F) return true;
   if (c == 0x3000 || (c >= 0x3001 && c <= 0x303F)) return true;
   return false;
@@ -71,6 +71,8 @@ char32_t Before(std::string_view s, size_t end, size_t* start) {
 
 }  // namespace
 
+bool IsNameChar(char32_t c) { return !IsSeparatorChar(c); }
+
 Phrase BestPhrase(std::span<const std::string_view> texts, std::span<const SeedTerm> seeds,
                   const PhraseOptions& o) {
   Phrase best;
@@ -113,7 +115,7 @@ Phrase BestPhrase(std::span<const std::string_view> texts, std::span<const SeedT
       auto pick = [&](const std::map<char32_t, std::pair<int, size_t>>& m, char32_t* cp) {
         int n = 0;
         for (const auto& [c, e] : m) {
-          if (IsSeparator(c) || c == 0xFFFD) continue;
+          if (IsSeparatorChar(c) || c == 0xFFFD) continue;
           if (e.first > n) {
             n = e.first;
             *cp = c;

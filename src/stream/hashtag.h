@@ -45,4 +45,8 @@ Phrase BestPhrase(std::span<const std::string_view> texts, std::span<const SeedT
 
 std::string NormalizeHashtag(std::string_view phrase, int max_chars = 20);
 
+// A character that can be part of a name: letters, digits, ideographs and other scripts' letters;
+// not white space, punctuation, symbols, arrows or emoji.
+bool IsNameChar(char32_t c);
+
 }  // namespace surge::stream

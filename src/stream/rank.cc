@@ -92,7 +92,7 @@ struct RankStage::Topic {
   std::string hashtag;
   int64_t first_seen_ms = 0;
   int64_t last_bucket = 0;
-  double peak_d = 0;
+  double peak_excess = 0;  // highest excess of a bucket over expectation
   double prev_d = 0;
   int64_t posts_total = 0;
   HyperLogLog authors{10};
@@ -102,6 +102,39 @@ struct RankStage::Topic {
   // The open bucket (not snapshotted: rebuilt per bucket).
   std::vector<int> nodes;
 };
+
+namespace {
+
+// Folds `drop` into `keep` (a duplicate of the same story).
+void Absorb(RankStage::Topic* keep, const RankStage::Topic& drop) {
+  RankStage::Topic& k = *keep;
+  for (const auto& [h, term] : drop.terms) {
+    auto& x = k.terms[h];
+    x.weight += term.weight;
+    if (x.text.empty()) x.text = term.text;
+  }
+  (void)k.authors.Merge(drop.authors);
+  k.posts_total += drop.posts_total;
+  k.peak_excess = std::max(k.peak_excess, drop.peak_excess);
+  k.first_seen_ms = std::min(k.first_seen_ms, drop.first_seen_ms);
+  k.significant |= drop.significant;
+  k.spam_until = std::max(k.spam_until, drop.spam_until);
+  if (k.hashtag.empty()) k.hashtag = drop.hashtag;
+  k.nodes.insert(k.nodes.end(), drop.nodes.begin(), drop.nodes.end());
+}
+
+// Same story by name: equal hashtags, or one's phrase inside the other's (two characters or more).
+bool SameName(const std::string& a, const std::string& b) {
+  if (a.size() < 2 || b.size() < 2) return false;
+  std::string_view x(a), y(b);
+  x = x.substr(1, x.size() - 2);
+  y = y.substr(1, y.size() - 2);
+  if (x == y) return true;
+  if (x.size() < 6 || y.size() < 6) return false;
+  return x.find(y) != std::string_view::npos || y.find(x) != std::string_view::npos;
+}
+
+}  // namespace
 
 Status RankOptions::Validate() const {
   if (top_k < 1 || top_k > 1000)
@@ -295,20 +328,7 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
     int64_t keep = std::min(assigned[m.cluster], m.topic);
     int64_t drop = std::max(assigned[m.cluster], m.topic);
     if (keep == drop || !topics_.count(keep) || !topics_.count(drop)) continue;
-    Topic& k = *topics_[keep];
-    Topic& d = *topics_[drop];
-    for (auto& [h, term] : d.terms) {
-      auto& x = k.terms[h];
-      x.weight += term.weight;
-      if (x.text.empty()) x.text = term.text;
-    }
-    (void)k.authors.Merge(d.authors);
-    k.posts_total += d.posts_total;
-    k.peak_d = std::max(k.peak_d, d.peak_d);
-    k.first_seen_ms = std::min(k.first_seen_ms, d.first_seen_ms);
-    k.significant |= d.significant;
-    k.spam_until = std::max(k.spam_until, d.spam_until);
-    if (k.hashtag.empty()) k.hashtag = d.hashtag;
+    Absorb(topics_[keep].get(), *topics_[drop]);
     topics_.erase(drop);
     ++stats_.topics_merged;
     for (auto& a : assigned) {
@@ -352,7 +372,7 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
     t.last_bucket = bucket;
     // Term weights decay and take this bucket's.
     for (auto& [h, term] : t.terms) term.weight *= 0.5;
-    double d = 0, max_score = 0;
+    double d = 0, max_score = 0, excess = 0;
     int rep = -1;
     bool has_term_node = false;
     for (int i : t.nodes) has_term_node |= !nodes[i].c->is_pair();
@@ -375,6 +395,7 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
       young += c.young;
       dups += c.duplicates;
       quality += c.quality_sum;
+      excess = std::max(excess, c.count - c.ewma);
       if (c.count > d) {
         d = c.count;
         rep = i;
@@ -390,7 +411,7 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
         d * (1 + o_.reach_weight * reach_pp) * (1 + o_.interaction_weight * std::log1p(eng_pp)) *
         (1 + std::max(0.0, max_score) / o_.score_scale) * (1 + o_.velocity_weight * velocity);
     t.prev_d = d;
-    t.peak_d = std::max(t.peak_d, d);
+    t.peak_excess = std::max(t.peak_excess, excess);
     t.posts_total += r.posts;
     (void)t.authors.Merge(authors);
     const int64_t bucket_authors = std::llround(authors.Estimate());
@@ -414,36 +435,27 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
     }
     if (bucket <= t.spam_until || !t.significant) continue;
     if (bucket_authors < o_.min_authors || heat < o_.min_heat) continue;
-    if (d < o_.fade_fraction * t.peak_d) continue;
+    if (excess <= 0 || excess < o_.fade_fraction * t.peak_excess) continue;
     listed.push_back({&t, heat, d, rep, bucket_authors});
   }
   std::sort(listed.begin(), listed.end(), [](const Scored& a, const Scored& b) {
     if (a.heat != b.heat) return a.heat > b.heat;
     return a.t->id < b.t->id;
   });
-  if (listed.size() > static_cast<size_t>(o_.top_k)) listed.resize(o_.top_k);
-
-  std::map<std::string, int> ranks;
-  for (size_t k = 0; k < listed.size(); ++k) {
-    Topic& t = *listed[k].t;
-    // Nodes of the topic, heaviest first.
+  // Names, then duplicates merged: a topic named like a hotter one is the same story.
+  auto ordered_nodes = [&](const Topic& t) {
     std::vector<int> ordered = t.nodes;
     std::sort(ordered.begin(), ordered.end(), [&](int a, int b) {
       if (nodes[a].weight != nodes[b].weight) return nodes[a].weight > nodes[b].weight;
       return nodes[a].c->key < nodes[b].c->key;
     });
-    if (Logger().should_log(spdlog::level::debug)) {
-      std::string desc;
-      for (int i : ordered) {
-        const Candidate& c = *nodes[i].c;
-        desc += fmt::format(" [{}{}{} x={:.1f} s={:.1f} posts={} samples={}]", c.text,
-                            c.is_pair() ? "+" : "", c.text_b, c.count, c.score, c.posts,
-                            c.samples.size());
-      }
-      SURGE_LOG_DEBUG("rank: bucket {} #{} {} heat {:.1f}:{}", bucket, k + 1, t.name,
-                      listed[k].heat, desc);
-    }
+    return ordered;
+  };
+  std::vector<Scored> kept;
+  for (Scored& sc : listed) {
+    Topic& t = *sc.t;
     if (t.hashtag.empty()) {
+      std::vector<int> ordered = ordered_nodes(t);
       std::vector<std::string_view> texts;
       std::vector<uint64_t> seen;
       std::vector<SeedTerm> seeds;
@@ -470,6 +482,40 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
         tag = NormalizeHashtag(seeds[0].text, o_.hashtag_max_chars);
       if (tag.empty()) tag = "#" + t.name + "#";
       t.hashtag = tag;
+    }
+    Scored* same = nullptr;
+    for (Scored& k : kept) {
+      if (SameName(k.t->hashtag, t.hashtag)) same = &k;
+    }
+    if (same == nullptr) {
+      kept.push_back(sc);
+      continue;
+    }
+    // Keep the older id (and its name) in the hotter topic's place.
+    Topic* older = same->t->id < t.id ? same->t : &t;
+    Topic* younger = older == same->t ? &t : same->t;
+    Absorb(older, *younger);
+    same->t = older;
+    ++stats_.topics_merged;
+    topics_.erase(younger->id);
+  }
+  listed = std::move(kept);
+  if (listed.size() > static_cast<size_t>(o_.top_k)) listed.resize(o_.top_k);
+
+  std::map<std::string, int> ranks;
+  for (size_t k = 0; k < listed.size(); ++k) {
+    Topic& t = *listed[k].t;
+    std::vector<int> ordered = ordered_nodes(t);
+    if (Logger().should_log(spdlog::level::debug)) {
+      std::string desc;
+      for (int i : ordered) {
+        const Candidate& c = *nodes[i].c;
+        desc += fmt::format(" [{}{}{} x={:.1f} s={:.1f} posts={} samples={}]", c.text,
+                            c.is_pair() ? "+" : "", c.text_b, c.count, c.score, c.posts,
+                            c.samples.size());
+      }
+      SURGE_LOG_DEBUG("rank: bucket {} #{} {} heat {:.1f}:{}", bucket, k + 1, t.name,
+                      listed[k].heat, desc);
     }
     TrendUpdate u;
     u.topic_id = t.name;
@@ -567,7 +613,7 @@ void RankStage::Snapshot(std::string* out) const {
     w.Str(t->hashtag);
     w.Svarint(t->first_seen_ms);
     w.Svarint(t->last_bucket);
-    w.F64(t->peak_d);
+    w.F64(t->peak_excess);
     w.F64(t->prev_d);
     w.Svarint(t->posts_total);
     t->authors.Serialize(&w);
@@ -631,7 +677,7 @@ Status RankStage::Restore(std::string_view snapshot) {
     t->hashtag = r.Str();
     t->first_seen_ms = r.Svarint();
     t->last_bucket = r.Svarint();
-    t->peak_d = r.F64();
+    t->peak_excess = r.F64();
     t->prev_d = r.F64();
     t->posts_total = r.Svarint();
     SURGE_RETURN_IF_ERROR(r.status());

@@ -4,12 +4,14 @@
 //
 // Maths (per bucket, x = the weighted count of the bucket that just ended):
 //   alpha      = 1 - exp(ln(0.5) / half_life)                 (half_life in buckets)
-//   score      = (x - ewma) / (sqrt(ewmvar) + beta)          (against the estimate BEFORE x)
+//   score      = (x - ewma) / (sqrt(var_eff) + beta)         (against the estimate BEFORE x)
 //   delta      = x - ewma
 //   ewma      += alpha * delta
 //   ewmvar     = (1 - alpha) * (ewmvar + alpha * delta^2)
 // beta is the noise floor in count units: without it a term's first occurrence would have an
-// infinite score. While the table has seen fewer than 1/alpha buckets, alpha is replaced by
+// infinite score. The variance in the score is at least the mean (var_eff = max(ewmvar, ewma)):
+// counts are at least as noisy as a Poisson process of that rate, and a variance estimated from
+// few buckets (warm-up, a term's first appearances) would otherwise be far too small. While the table has seen fewer than 1/alpha buckets, alpha is replaced by
 // max(alpha, 1 / buckets_seen) so that the first buckets average instead of starting from zero.
 //
 // Table: `rows` independent rows of 2^bits cells (count-min style); a key updates one cell per
@@ -20,6 +22,7 @@
 // Thread safety: none; each detect shard owns its tables.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -37,7 +40,9 @@ struct EwmStat {
   float mean = 0;
   float var = 0;
 
-  double Score(double x, double beta) const { return (x - mean) / (std::sqrt(var) + beta); }
+  double Score(double x, double beta) const {
+    return (x - mean) / (std::sqrt(std::max(var, mean)) + beta);
+  }
   void Update(double x, double alpha) {
     double d = x - mean;
     mean = static_cast<float>(mean + alpha * d);

@@ -19,13 +19,16 @@ TEST(EwmaTest, AlphaFromHalfLife) {
 }
 
 TEST(EwmaTest, UpdateFollowsTheFormulas) {
-  EwmStat s{10, 4};
+  EwmStat s{4, 10};
   const double a = 0.25;
-  s.Update(14, a);
-  // d = 4; mean = 10 + 0.25 * 4 = 11; var = 0.75 * (4 + 0.25 * 16) = 6.
-  EXPECT_FLOAT_EQ(s.mean, 11);
-  EXPECT_FLOAT_EQ(s.var, 6);
-  EXPECT_NEAR(s.Score(11 + 3 * (std::sqrt(6.0) + 1), 1), 3.0, 1e-6);
+  s.Update(8, a);
+  // d = 4; mean = 4 + 0.25 * 4 = 5; var = 0.75 * (10 + 0.25 * 16) = 10.5.
+  EXPECT_FLOAT_EQ(s.mean, 5);
+  EXPECT_FLOAT_EQ(s.var, 10.5);
+  EXPECT_NEAR(s.Score(5 + 3 * (std::sqrt(10.5) + 1), 1), 3.0, 1e-6);
+  // The variance used is at least the mean (Poisson floor).
+  EwmStat low{100, 1};
+  EXPECT_NEAR(low.Score(100 + 3 * 11, 1), 3.0, 1e-6);
 }
 
 TEST(EwmaTest, ConvergesToTheMomentsOfAStationaryStream) {
@@ -66,7 +69,7 @@ TEST(SigniTableTest, ScoresABurstAgainstItsHistory) {
   EXPECT_LT(std::abs(s.score), 0.1);
   EXPECT_DOUBLE_EQ(x.count, 40);
   EXPECT_NEAR(x.mean, 1, 1e-3);
-  EXPECT_GT(x.score, 15);  // (40 - 1) / (0 + 2)
+  EXPECT_NEAR(x.score, 13, 1e-3);  // (40 - 1) / (sqrt(max(0, 1)) + 2)
 }
 
 TEST(SigniTableTest, WarmUpAveragesTheFirstBuckets) {
