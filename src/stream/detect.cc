@@ -316,6 +316,9 @@ void DetectStage::Observe(uint64_t key, bool pair, const TermOcc& ta, const Term
     t = StartTracking(key, pair, ta, tb, b);
     if (t == nullptr) return;
     t->first_seen_ms = b.posts[index].ts_ms;
+    SURGE_LOG_TRACE(
+        "detect shard {}: tracking {}{}{} from count {:.1f} (ewma {:.1f}, score {:.1f})", shard_,
+        t->text, pair ? "+" : "", t->text_b, e.count, e.mean, e.score);
   }
   const AnnotatedPost& p = b.posts[index];
   ++t->posts;
@@ -364,7 +367,7 @@ bool DetectStage::NewKeyBlocked(uint64_t key, bool pair) {
     new_order_.push_back(key);
     return true;
   }
-  return it->second.first == bucket_;
+  return bucket_ - it->second.first <= 1;
 }
 
 void DetectStage::CloseBucket(std::vector<CandidateBatch>* out) {
@@ -384,8 +387,8 @@ void DetectStage::CloseBucket(std::vector<CandidateBatch>* out) {
     Tracked& t = *it->second;
     SigniTable& table = t.pair ? pairs_ : terms_;
     SigniTable::Estimate e = table.Get(t.key, o_.beta);
-    bool significant =
-        warm && e.score >= o_.threshold && e.count >= o_.min_count && t.posts >= o_.min_posts;
+    bool significant = warm && e.score >= o_.threshold && e.count >= o_.min_count &&
+                       e.count >= o_.min_ratio * e.mean && t.posts >= o_.min_posts;
     if (significant) {
       t.last_significant = bucket_;
       t.peak_score = std::max(t.peak_score, e.score);
@@ -434,14 +437,21 @@ void DetectStage::CloseBucket(std::vector<CandidateBatch>* out) {
     if (x.score != y.score) return x.score > y.score;
     return x.key < y.key;
   });
-  // New-word keys born in this bucket start their history here.
+  // New-word keys start their history with their first full bucket (the one after the bucket in
+  // which the phrase was published, which saw it only from then on).
   for (auto it = new_order_.rbegin(); it != new_order_.rend(); ++it) {
     const auto& [born, pair] = new_keys_.at(*it);
-    if (born != bucket_) break;
+    if (born < bucket_ - 1) break;
+    if (born != bucket_ - 1) continue;
     SigniTable& table = pair ? pairs_ : terms_;
     SigniTable::Estimate e = table.Get(*it, o_.beta);
     table.Seed(*it, e.count, std::max(e.count, o_.beta * o_.beta));
   }
+  SURGE_LOG_DEBUG(
+      "detect shard {}: bucket {} closed, {} posts, {} tracked, {} candidates, {} "
+      "evicted so far",
+      shard_, bucket_, bucket_stats_.posts, tracked_.size(), cb.candidates.size(),
+      stats_.tracked_evicted);
   terms_.EndBucket(alpha_);
   if (o_.pairs) pairs_.EndBucket(alpha_);
   authors_.Clear();

@@ -20,17 +20,19 @@
 // bottom-k sample of its posts by post key).
 //
 // Keys of new words (TermOcc::kNewWord, published by annotate while the stream runs) and pairs with
-// one are new to the tables but not to the stream: in the bucket a key is first seen it is not
-// tracked, and at that bucket's close its cells start from mean = its count there, var =
-// max(count, beta^2), so learning a phrase does not look like a burst of it.
+// one are new to the tables but not to the stream: in the bucket a key is first seen and the next
+// one (its first full bucket) it is not tracked, and at the close of that full bucket its cells
+// start from mean = its count there, var = max(count, beta^2), so learning a phrase does not look
+// like a burst of it.
 //
 // Bucket close (when a post or watermark of a later bucket arrives, or at Finish()):
 // every tracked key's bucket count x is scored against the EWMA/EWMVar before the bucket;
-// significant = score >= threshold, x >= min_count, posts >= min_posts and at least
-// warmup_buckets closed before. The candidate batch holds every tracked key that is significant
-// or was significant within the last follow_buckets buckets (so rank sees a topic's volume also
-// after its burst). Keys never significant, or not significant for longer, stop being tracked.
-// Then the tables fold the bucket into their averages.
+// significant = score >= threshold, x >= min_count, x >= min_ratio * ewma (a common word that
+// rises by a few percent is significant statistically but not news), posts >= min_posts and at
+// least warmup_buckets closed before. The candidate batch holds every tracked key that is
+// significant or was significant within the last follow_buckets buckets (so rank sees a topic's
+// volume also after its burst). Keys never significant, or not significant for longer, stop being
+// tracked. Then the tables fold the bucket into their averages.
 //
 // Memory is bounded by the options: tables (rows * 2^bits * 12 bytes each), at most
 // max_tracked tracked keys, the dedup and near-duplicate windows and two small sketches.
@@ -58,9 +60,10 @@ namespace surge::stream {
 struct DetectOptions {
   int64_t bucket_ms = 60000;
   double half_life_buckets = 8;  // of the EWMA/EWMVar
-  double beta = 4;               // noise floor (weighted posts)
+  double beta = 3;               // noise floor (weighted posts)
   double threshold = 4;          // significance to report
   double min_count = 6;          // weighted posts in the bucket to report
+  double min_ratio = 1.5;        // ... and at least this many times the expectation (novelty)
   int64_t min_posts = 4;         // posts seen while tracked in the bucket
   double track_threshold = 2.5;  // running significance that starts tracking
   double track_count = 3;        // running weighted count that starts tracking
@@ -70,7 +73,7 @@ struct DetectOptions {
   SigniTableOptions pair_table{20, 1};
   bool pairs = true;
   size_t max_tracked = 16384;
-  int samples = 16;  // bottom-k sample size per tracked key
+  int samples = 32;  // bottom-k sample size per tracked key
   int hll_precision = 10;
   int64_t dedup_window_ms = 30 * 60000;
   size_t dedup_max = 4'000'000;

@@ -23,22 +23,25 @@ struct Node {
 };
 
 // Containment of two nodes' post sets estimated from their bottom-k samples (ascending keys).
-double Containment(const Candidate& x, const Candidate& y) {
+// Shared posts of two nodes from their bottom-k samples (ascending keys): on the hash range both
+// samples cover they are exact, so |A∩B| and |A| are estimated there.
+struct Overlap {
+  size_t a = 0, b = 0, both = 0;  // samples of x, of y, and shared, on the common range
+};
+Overlap SampleOverlap(const Candidate& x, const Candidate& y) {
+  Overlap o;
   const auto& a = x.samples;
   const auto& b = y.samples;
-  if (a.empty() || b.empty()) return 0;
+  if (a.empty() || b.empty()) return o;
   // A sample is complete when the node has no more posts than samples.
   uint64_t ta = x.posts > static_cast<int64_t>(a.size()) ? a.back().post_key : UINT64_MAX;
   uint64_t tb = y.posts > static_cast<int64_t>(b.size()) ? b.back().post_key : UINT64_MAX;
   uint64_t tau = std::min(ta, tb);
-  size_t i = 0, j = 0, na = 0, nb = 0, both = 0;
-  while (i < a.size() && a[i].post_key <= tau) ++i;
-  na = i;
-  while (j < b.size() && b[j].post_key <= tau) ++j;
-  nb = j;
-  for (size_t p = 0, q = 0; p < na && q < nb;) {
+  while (o.a < a.size() && a[o.a].post_key <= tau) ++o.a;
+  while (o.b < b.size() && b[o.b].post_key <= tau) ++o.b;
+  for (size_t p = 0, q = 0; p < o.a && q < o.b;) {
     if (a[p].post_key == b[q].post_key) {
-      ++both;
+      ++o.both;
       ++p;
       ++q;
     } else if (a[p].post_key < b[q].post_key) {
@@ -47,10 +50,23 @@ double Containment(const Candidate& x, const Candidate& y) {
       ++q;
     }
   }
-  size_t m = std::min(na, nb);
+  return o;
+}
+
+// Containment |A∩B| / min(|A|, |B|), shrunk toward zero for small samples (two shared posts of
+// two say little).
+double Containment(const Candidate& x, const Candidate& y) {
+  Overlap o = SampleOverlap(x, y);
+  size_t m = std::min(o.a, o.b);
   if (m < 2) return 0;
-  // Shrink small samples toward zero: two shared posts of two say little.
-  return static_cast<double>(both) / static_cast<double>(m + 1);
+  return static_cast<double>(o.both) / static_cast<double>(m + 1);
+}
+
+// The share of x's posts that are also y's, |A∩B| / |A|, shrunk the same way.
+double Share(const Candidate& x, const Candidate& y) {
+  Overlap o = SampleOverlap(x, y);
+  if (o.a < 2) return 0;
+  return static_cast<double>(o.both) / static_cast<double>(o.a + 1);
 }
 
 double Cosine(const std::vector<float>& a, const std::vector<float>& b) {
@@ -99,6 +115,7 @@ struct RankStage::Topic {
   int64_t spam_until = INT64_MIN;
   bool significant = false;  // ever
   bool was_spam = false;
+  bool listed = false;  // ever
   // The open bucket (not snapshotted: rebuilt per bucket).
   std::vector<int> nodes;
 };
@@ -118,6 +135,7 @@ void Absorb(RankStage::Topic* keep, const RankStage::Topic& drop) {
   k.peak_excess = std::max(k.peak_excess, drop.peak_excess);
   k.first_seen_ms = std::min(k.first_seen_ms, drop.first_seen_ms);
   k.significant |= drop.significant;
+  k.listed |= drop.listed;
   k.spam_until = std::max(k.spam_until, drop.spam_until);
   if (k.hashtag.empty()) k.hashtag = drop.hashtag;
   k.nodes.insert(k.nodes.end(), drop.nodes.begin(), drop.nodes.end());
@@ -372,7 +390,7 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
     t.last_bucket = bucket;
     // Term weights decay and take this bucket's.
     for (auto& [h, term] : t.terms) term.weight *= 0.5;
-    double d = 0, max_score = 0, excess = 0;
+    double d = 0, max_score = 0, excess = 0, novelty = 0;
     int rep = -1;
     bool has_term_node = false;
     for (int i : t.nodes) has_term_node |= !nodes[i].c->is_pair();
@@ -382,6 +400,7 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
     for (int i : t.nodes) {
       const Candidate& c = *nodes[i].c;
       max_score = std::max(max_score, c.score);
+      if (c.significant) novelty = std::max(novelty, c.count / std::max(c.ewma, 1.0));
       (void)authors.Merge(c.authors);
       auto add = [&](uint64_t h, const std::string& text) {
         auto& x = t.terms[h];
@@ -412,8 +431,13 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
         (1 + std::max(0.0, max_score) / o_.score_scale) * (1 + o_.velocity_weight * velocity);
     t.prev_d = d;
     t.peak_excess = std::max(t.peak_excess, excess);
-    t.posts_total += r.posts;
-    (void)t.authors.Merge(authors);
+    // Posts and authors from the same node: the one most posts were seen for.
+    int most = rep;
+    for (int i : t.nodes) {
+      if (nodes[i].c->posts > nodes[most].c->posts) most = i;
+    }
+    t.posts_total += nodes[most].c->posts;
+    (void)t.authors.Merge(nodes[most].c->authors);
     const int64_t bucket_authors = std::llround(authors.Estimate());
     if (posts >= o_.spam_min_posts) {
       const double ps = static_cast<double>(posts);
@@ -433,7 +457,25 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
             bucket_authors / static_cast<double>(r.posts));
       }
     }
+    if (Logger().should_log(spdlog::level::trace)) {
+      std::string desc;
+      for (int i : t.nodes) {
+        const Candidate& c = *nodes[i].c;
+        desc +=
+            fmt::format(" [{}{}{} x={:.1f} e={:.1f} s={:.1f}{}]", c.text, c.is_pair() ? "+" : "",
+                        c.text_b, c.count, c.ewma, c.score, c.significant ? "*" : "");
+      }
+      SURGE_LOG_TRACE(
+          "rank: bucket {} {} heat {:.0f} excess {:.1f}/{:.1f} novelty {:.1f} authors {} "
+          "listed {} spam {}:{}",
+          bucket, t.name, heat, excess, t.peak_excess, novelty, bucket_authors, t.listed,
+          bucket <= t.spam_until, desc);
+    }
     if (bucket <= t.spam_until || !t.significant) continue;
+    if (!t.listed &&
+        (static_cast<int>(t.nodes.size()) < o_.min_nodes || novelty < o_.novelty_ratio)) {
+      continue;
+    }
     if (bucket_authors < o_.min_authors || heat < o_.min_heat) continue;
     if (excess <= 0 || excess < o_.fade_fraction * t.peak_excess) continue;
     listed.push_back({&t, heat, d, rep, bucket_authors});
@@ -442,6 +484,46 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
     if (a.heat != b.heat) return a.heat > b.heat;
     return a.t->id < b.t->id;
   });
+  // A topic not listed before whose posts mostly belong to other topics is not a story of its
+  // own: a word of one other story joins it; a word shared by several (boilerplate that every
+  // story uses) stays off the list.
+  {
+    std::vector<Scored> own;
+    std::vector<char> gone(listed.size(), 0);
+    for (size_t i = 0; i < listed.size(); ++i) {
+      Topic& t = *listed[i].t;
+      if (t.listed) continue;
+      const Candidate& rep = *nodes[listed[i].rep].c;
+      double total = 0, best = 0;
+      size_t best_j = 0;
+      for (size_t j = 0; j < listed.size(); ++j) {
+        if (j == i || gone[j]) continue;
+        double share = 0;
+        for (int u : listed[j].t->nodes) share = std::max(share, Share(rep, *nodes[u].c));
+        total += share;
+        if (share > best) {
+          best = share;
+          best_j = j;
+        }
+      }
+      if (best >= o_.absorb_share) {
+        SURGE_LOG_DEBUG("rank: topic {} ({}) joins {}: {:.2f} of its posts are there", t.name,
+                        rep.text, listed[best_j].t->name, best);
+        Absorb(listed[best_j].t, t);
+        ++stats_.topics_merged;
+        gone[i] = 1;
+      } else if (total >= o_.absorb_share) {
+        SURGE_LOG_DEBUG("rank: topic {} ({}) is shared by other topics ({:.2f}); not listed",
+                        t.name, rep.text, total);
+        gone[i] = 2;
+      }
+    }
+    for (size_t i = 0; i < listed.size(); ++i) {
+      if (gone[i] == 1) topics_.erase(listed[i].t->id);
+      if (!gone[i]) own.push_back(listed[i]);
+    }
+    listed = std::move(own);
+  }
   // Names, then duplicates merged: a topic named like a hotter one is the same story.
   auto ordered_nodes = [&](const Topic& t) {
     std::vector<int> ordered = t.nodes;
@@ -557,6 +639,7 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
       u.samples.push_back(s.post_id);
     }
     ranks[t.name] = u.rank;
+    t.listed = true;
     out->updates.push_back(std::move(u));
   }
   for (const auto& [name, r] : prev_ranks_) {
@@ -618,7 +701,7 @@ void RankStage::Snapshot(std::string* out) const {
     w.Svarint(t->posts_total);
     t->authors.Serialize(&w);
     w.Svarint(t->spam_until);
-    w.U8((t->significant ? 1 : 0) | (t->was_spam ? 2 : 0));
+    w.U8((t->significant ? 1 : 0) | (t->was_spam ? 2 : 0) | (t->listed ? 4 : 0));
   }
   w.Varint(prev_ranks_.size());
   for (const auto& [name, r] : prev_ranks_) {
@@ -686,6 +769,7 @@ Status RankStage::Restore(std::string_view snapshot) {
     uint8_t flags = r.U8();
     t->significant = flags & 1;
     t->was_spam = flags & 2;
+    t->listed = flags & 4;
     int64_t id = t->id;
     if (id <= 0 || id >= next_id) r.Fail(fmt::format("topic id {} outside 1..{}", id, next_id - 1));
     topics.emplace(id, std::move(t));

@@ -32,9 +32,15 @@
 //    (duplicate share >= spam_dup and mean quality < spam_quality), or few authors posting again
 //    and again (authors / posts < spam_author_ratio with mean quality < spam_quality), is marked
 //    spam for spam_hold buckets.
-// 6. The list: live, non-spam topics with heat >= min_heat, authors >= min_authors, and D at least
-//    fade_fraction of the topic's peak D (a fading topic leaves), best heat first, at most top_k;
-//    prev_rank is the topic's rank on the previous list.
+// 6. The list: live, non-spam topics with heat >= min_heat, authors >= min_authors, and an excess
+//    over expectation (max over its terms of count - ewma) of at least fade_fraction of its peak
+//    excess (a fading topic leaves), best heat first, at most top_k; a topic enters the list only
+//    with min_nodes terms or pairs in the bucket (a story moves several words at once; a lone
+//    word that rises is rarely one) of which one is novel (significant, with a count of at least
+//    novelty_ratio times its expectation: common words that many stories use rise by less), and
+//    not when absorb_share of its posts belong to another
+//    listed topic (it joins that one) or, summed, to several (a word every story uses); prev_rank
+//    is the topic's rank on the previous list.
 // 7. Hashtag: chosen from the topic's sample posts with BestPhrase (hashtag.h) seeded with its
 //    terms, normalised with NormalizeHashtag, when the topic first enters a list; kept while the
 //    topic lives. Category: the most voted label of the topic's posts ("unknown" without votes);
@@ -72,6 +78,9 @@ struct RankOptions {
   double velocity_weight = 0.5;
   double min_heat = 0;
   int64_t min_authors = 5;
+  int min_nodes = 2;          // terms and pairs a topic needs in its first listed bucket
+  double novelty_ratio = 3;   // a new topic needs a significant word at this x its expectation
+  double absorb_share = 0.4;  // share of a new topic's posts in others that makes it theirs
   double fade_fraction = 0.1;
   double spam_young = 0.4;
   double spam_dup = 0.5;

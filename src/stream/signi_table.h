@@ -11,8 +11,9 @@
 // beta is the noise floor in count units: without it a term's first occurrence would have an
 // infinite score. The variance in the score is at least the mean (var_eff = max(ewmvar, ewma)):
 // counts are at least as noisy as a Poisson process of that rate, and a variance estimated from
-// few buckets (warm-up, a term's first appearances) would otherwise be far too small. While the table has seen fewer than 1/alpha buckets, alpha is replaced by
-// max(alpha, 1 / buckets_seen) so that the first buckets average instead of starting from zero.
+// few buckets (warm-up, a term's first appearances) would otherwise be far too small. While the
+// table has seen fewer than 1/alpha buckets, alpha is replaced by max(alpha, 1 / buckets_seen) so
+// that the first buckets average instead of starting from zero.
 //
 // Table: `rows` independent rows of 2^bits cells (count-min style); a key updates one cell per
 // row. A cell shared by colliding keys sees their summed counts, which inflates both its x and its
