@@ -6,7 +6,7 @@
 #include "core/logging.h"
 #include "stream/hash.h"
 #include "stream/hashtag.h"
-#include "text/simhash.h"
+#include "stream/near_dup.h"
 #include "text/utf8.h"
 
 namespace surge::stream {
@@ -143,7 +143,7 @@ void Annotator::AnnotatePost(const Post& p, AnnotatedBlock* out) {
     uint64_t h = HashBytes(lw);
     word_hashes_[i] = h;
     const WordInfo& info = Lookup(h, lw);
-    if (info.flags & kFeature) features_.push_back(w);
+    if (info.flags & kFeature) features_.push_back(h);
     // Sentiment words are often filtered words too (single characters such as 赞).
     if (!res_->model()) polarity += lex.Polarity(h);
     if (info.flags & kFiltered) continue;
@@ -209,7 +209,7 @@ void Annotator::AnnotatePost(const Post& p, AnnotatedBlock* out) {
   a.term_begin = static_cast<uint32_t>(out->terms.size());
   a.term_count = static_cast<uint16_t>(terms_.size());
   out->terms.insert(out->terms.end(), terms_.begin(), terms_.end());
-  a.simhash = text::SimHashWords(features_);
+  a.simhash = SimHashOfHashes(features_.data(), features_.size());
   if (!res_->model()) {
     int best = -1, best_votes = 0;
     for (int c = 0; c < ncat; ++c) {

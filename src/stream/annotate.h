@@ -48,7 +48,7 @@ struct AnnotateOptions {
   std::vector<std::string> user_dicts;
   bool hmm = true;
   int max_terms = 16;
-  int top_terms = 6;
+  int top_terms = 5;
   int young_days = 30;
   bool new_words = true;
   NewWordLearnerOptions new_word;
@@ -116,7 +116,7 @@ class Annotator {
   std::vector<WordInfo> cache_;  // direct-mapped by hash
   std::vector<text::WordSpan> words_;
   std::vector<uint64_t> word_hashes_;
-  std::vector<std::string_view> features_;
+  std::vector<uint64_t> features_;  // hashes of the SimHash features
   std::vector<TermOcc> terms_;
   std::string lower_;
   std::vector<std::string_view> texts_;

@@ -110,7 +110,7 @@ DetectStage::DetectStage(const DetectOptions& o, int32_t shard, int32_t shards)
       terms_(o.term_table),
       pairs_(o.pairs ? o.pair_table : SigniTableOptions{4, 1}),
       dedup_(o.dedup_window_ms, o.dedup_max),
-      near_index_(*text::SimHashIndex::Create(std::max(0, o.near_dup_bits))),
+      near_(std::max(0, o.near_dup_bits), o.near_dup_max, o.near_dup_window_ms),
       authors_(o.author_sketch_bits, 2),
       repost_sources_(o.repost_sketch_bits, 2) {}
 
@@ -165,16 +165,6 @@ void DetectStage::AdvanceTo(int64_t bucket, std::vector<CandidateBatch>* out) {
   }
 }
 
-void DetectStage::ExpireNearDups(int64_t now_ms) {
-  while (!near_fifo_.empty() && (near_fifo_.size() > o_.near_dup_max ||
-                                 near_fifo_.front().ts_ms < now_ms - o_.near_dup_window_ms)) {
-    const NearDup& d = near_fifo_.front();
-    near_index_.Remove(d.id, d.fp);
-    near_count_.erase(d.id);
-    near_fifo_.pop_front();
-  }
-}
-
 float DetectStage::PostWeight(const AnnotatedBlock& b, const AnnotatedPost& p, bool* near_dup) {
   (void)b;
   *near_dup = false;
@@ -184,18 +174,11 @@ float DetectStage::PostWeight(const AnnotatedBlock& b, const AnnotatedPost& p, b
     uint32_t n = repost_sources_.Increment(p.repost_of);
     w *= o_.repost_weight / std::sqrt(static_cast<double>(std::max<uint32_t>(n, 1)));
   } else if (o_.near_dup_bits >= 0 && p.term_count >= o_.near_dup_min_features) {
-    ExpireNearDups(p.ts_ms);
-    auto matches = near_index_.Query(p.simhash);
-    if (!matches.empty()) {
+    uint32_t copies = near_.Observe(p.simhash, p.ts_ms);
+    if (copies > 0) {
       *near_dup = true;
       ++stats_.near_duplicates;
-      uint32_t& n = near_count_[matches.front().id];
-      ++n;
-      w /= std::sqrt(1.0 + n);
-    } else {
-      uint64_t id = next_near_id_++;
-      near_index_.Insert(id, p.simhash);
-      near_fifo_.push_back({id, p.simhash, p.ts_ms});
+      w /= std::sqrt(1.0 + copies);
     }
   }
   uint32_t n = authors_.Increment(p.author);
@@ -304,12 +287,14 @@ void DetectStage::Observe(uint64_t key, bool pair, const TermOcc& ta, const Term
                           const AnnotatedBlock& b, size_t index, float w, bool near_dup) {
   SigniTable& table = pair ? pairs_ : terms_;
   table.Add(key, w);
-  if (((ta.flags | (tb ? tb->flags : 0)) & TermOcc::kNewWord) && NewKeyBlocked(key, pair)) return;
   auto it = tracked_.find(key);
   Tracked* t;
   if (it != tracked_.end()) {
     t = it->second.get();
   } else {
+    if (((ta.flags | (tb ? tb->flags : 0)) & TermOcc::kNewWord) && NewKeyBlocked(key, pair)) {
+      return;
+    }
     if (closed_ < o_.warmup_buckets) return;
     SigniTable::Estimate e = table.Get(key, o_.beta);
     if (e.count < o_.track_count || e.score < o_.track_threshold) return;
@@ -356,18 +341,12 @@ void DetectStage::Observe(uint64_t key, bool pair, const TermOcc& ta, const Term
 }
 
 bool DetectStage::NewKeyBlocked(uint64_t key, bool pair) {
-  auto it = new_keys_.find(key);
-  if (it == new_keys_.end()) {
-    constexpr size_t kMaxNewKeys = 1 << 16;
-    if (new_keys_.size() >= kMaxNewKeys) {
-      new_keys_.erase(new_order_.front());
-      new_order_.pop_front();
-    }
-    new_keys_.emplace(key, std::make_pair(bucket_, pair));
-    new_order_.push_back(key);
+  auto [k, inserted] = new_keys_.Insert(key, NewKey{bucket_, pair});
+  if (inserted) {
+    born_open_.push_back(key);
     return true;
   }
-  return bucket_ - it->second.first <= 1;
+  return bucket_ - k->born <= 1;
 }
 
 void DetectStage::CloseBucket(std::vector<CandidateBatch>* out) {
@@ -439,13 +418,19 @@ void DetectStage::CloseBucket(std::vector<CandidateBatch>* out) {
   });
   // New-word keys start their history with their first full bucket (the one after the bucket in
   // which the phrase was published, which saw it only from then on).
-  for (auto it = new_order_.rbegin(); it != new_order_.rend(); ++it) {
-    const auto& [born, pair] = new_keys_.at(*it);
-    if (born < bucket_ - 1) break;
-    if (born != bucket_ - 1) continue;
-    SigniTable& table = pair ? pairs_ : terms_;
-    SigniTable::Estimate e = table.Get(*it, o_.beta);
-    table.Seed(*it, e.count, std::max(e.count, o_.beta * o_.beta));
+  for (uint64_t key : born_prev_) {
+    SigniTable& table = new_keys_.Find(key)->pair ? pairs_ : terms_;
+    SigniTable::Estimate e = table.Get(key, o_.beta);
+    table.Seed(key, e.count, std::max(e.count, o_.beta * o_.beta));
+  }
+  born_prev_ = std::move(born_open_);
+  born_open_.clear();
+  // Bounded: past kMaxNewKeys remembered keys start over (a forgotten key is new once more).
+  constexpr size_t kMaxNewKeys = 1 << 20;
+  if (new_keys_.size() > kMaxNewKeys) {
+    FlatMap64<NewKey> keep;
+    for (uint64_t k : born_prev_) keep.Insert(k, *new_keys_.Find(k));
+    new_keys_ = std::move(keep);
   }
   SURGE_LOG_DEBUG(
       "detect shard {}: bucket {} closed, {} posts, {} tracked, {} candidates, {} "
@@ -466,7 +451,7 @@ DetectStats DetectStage::stats() const {
   DetectStats s = stats_;
   s.tracked = static_cast<int64_t>(tracked_.size());
   s.memory_bytes = terms_.memory_bytes() + pairs_.memory_bytes() + authors_.memory_bytes() +
-                   repost_sources_.memory_bytes() + dedup_.size() * 40 + near_fifo_.size() * 96;
+                   repost_sources_.memory_bytes() + dedup_.size() * 40 + near_.memory_bytes();
   return s;
 }
 
@@ -506,15 +491,7 @@ void DetectStage::Snapshot(std::string* out) const {
   terms_.Serialize(&w);
   pairs_.Serialize(&w);
   dedup_.Serialize(&w);
-  w.Varint(near_fifo_.size());
-  for (const NearDup& d : near_fifo_) {
-    w.U64(d.id);
-    w.U64(d.fp);
-    w.Svarint(d.ts_ms);
-    auto it = near_count_.find(d.id);
-    w.Varint(it == near_count_.end() ? 0 : it->second);
-  }
-  w.U64(next_near_id_);
+  near_.Serialize(&w);
   authors_.Serialize(&w);
   repost_sources_.Serialize(&w);
   // Tracked keys in key order, so equal states give equal bytes.
@@ -547,12 +524,17 @@ void DetectStage::Snapshot(std::string* out) const {
     w.Svarint(t);
     w.Svarint(n);
   }
-  w.Varint(new_order_.size());
-  for (uint64_t k : new_order_) {
-    const auto& [born, pair] = new_keys_.at(k);
-    w.U64(k);
-    w.Svarint(born);
-    w.U8(pair ? 1 : 0);
+  {
+    std::vector<std::pair<uint64_t, NewKey>> keys;
+    new_keys_.ForEach([&](uint64_t k, const NewKey& v) { keys.emplace_back(k, v); });
+    std::sort(keys.begin(), keys.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    w.Varint(keys.size());
+    for (const auto& [k, v] : keys) {
+      w.U64(k);
+      w.Svarint(v.born);
+      w.U8(v.pair ? 1 : 0);
+    }
   }
   WriteStats(stats_, &w);
   WriteStats(bucket_stats_, &w);
@@ -592,18 +574,7 @@ Status DetectStage::Restore(std::string_view snapshot) {
   SURGE_RETURN_IF_ERROR(s->terms_.Deserialize(&r));
   SURGE_RETURN_IF_ERROR(s->pairs_.Deserialize(&r));
   SURGE_RETURN_IF_ERROR(s->dedup_.Deserialize(&r));
-  size_t nd = r.Count(25, "near-duplicate window");
-  for (size_t i = 0; i < nd && r.ok(); ++i) {
-    NearDup d;
-    d.id = r.U64();
-    d.fp = r.U64();
-    d.ts_ms = r.Svarint();
-    uint64_t count = r.Varint();
-    s->near_index_.Insert(d.id, d.fp);
-    if (count) s->near_count_[d.id] = static_cast<uint32_t>(count);
-    s->near_fifo_.push_back(d);
-  }
-  s->next_near_id_ = r.U64();
+  SURGE_RETURN_IF_ERROR(s->near_.Deserialize(&r));
   SURGE_RETURN_IF_ERROR(r.status());
   SURGE_RETURN_IF_ERROR(s->authors_.Deserialize(&r));
   SURGE_RETURN_IF_ERROR(s->repost_sources_.Deserialize(&r));
@@ -639,13 +610,15 @@ Status DetectStage::Restore(std::string_view snapshot) {
   size_t nk = r.Count(10, "new-word keys");
   for (size_t i = 0; i < nk && r.ok(); ++i) {
     uint64_t k = r.U64();
-    int64_t born = r.Svarint();
-    bool pair = r.U8() != 0;
-    if (!s->new_keys_.emplace(k, std::make_pair(born, pair)).second) {
-      r.Fail("a new-word key appears twice");
-    }
-    s->new_order_.push_back(k);
+    NewKey v;
+    v.born = r.Svarint();
+    v.pair = r.U8() != 0;
+    if (!s->new_keys_.Insert(k, v).second) r.Fail("a new-word key appears twice");
+    if (v.born == s->bucket_) s->born_open_.push_back(k);
+    if (v.born == s->bucket_ - 1) s->born_prev_.push_back(k);
   }
+  std::sort(s->born_open_.begin(), s->born_open_.end());
+  std::sort(s->born_prev_.begin(), s->born_prev_.end());
   ReadStats(&r, &s->stats_);
   ReadStats(&r, &s->bucket_stats_);
   s->offsets_ = ReadOffsets(&r);
@@ -654,15 +627,13 @@ Status DetectStage::Restore(std::string_view snapshot) {
   terms_ = std::move(s->terms_);
   pairs_ = std::move(s->pairs_);
   dedup_ = std::move(s->dedup_);
-  near_index_ = std::move(s->near_index_);
-  near_fifo_ = std::move(s->near_fifo_);
-  near_count_ = std::move(s->near_count_);
-  next_near_id_ = s->next_near_id_;
+  near_ = std::move(s->near_);
   authors_ = std::move(s->authors_);
   repost_sources_ = std::move(s->repost_sources_);
   tracked_ = std::move(s->tracked_);
   new_keys_ = std::move(s->new_keys_);
-  new_order_ = std::move(s->new_order_);
+  born_open_ = std::move(s->born_open_);
+  born_prev_ = std::move(s->born_prev_);
   bucket_ = s->bucket_;
   closed_ = s->closed_;
   categories_ = std::move(s->categories_);

@@ -50,10 +50,11 @@
 
 #include "core/status.h"
 #include "stream/dedup_window.h"
+#include "stream/flat_map.h"
+#include "stream/near_dup.h"
 #include "stream/records.h"
 #include "stream/signi_table.h"
 #include "stream/sketch.h"
-#include "text/simhash.h"
 
 namespace surge::stream {
 
@@ -69,8 +70,8 @@ struct DetectOptions {
   double track_count = 3;        // running weighted count that starts tracking
   int warmup_buckets = 2;        // closed buckets before anything is reported
   int follow_buckets = 6;        // buckets a key stays reported after its last significant one
-  SigniTableOptions term_table{20, 2};
-  SigniTableOptions pair_table{20, 1};
+  SigniTableOptions term_table{18, 2};
+  SigniTableOptions pair_table{18, 1};
   bool pairs = true;
   size_t max_tracked = 16384;
   int samples = 32;  // bottom-k sample size per tracked key
@@ -133,11 +134,6 @@ class DetectStage {
 
  private:
   struct Tracked;
-  struct NearDup {
-    uint64_t id;
-    uint64_t fp;
-    int64_t ts_ms;
-  };
 
   DetectStage(const DetectOptions& options, int32_t shard, int32_t shards);
   void ProcessPost(const AnnotatedBlock& b, size_t index);
@@ -148,7 +144,6 @@ class DetectStage {
                          const AnnotatedBlock& b);
   void CloseBucket(std::vector<CandidateBatch>* out);
   void AdvanceTo(int64_t bucket, std::vector<CandidateBatch>* out);
-  void ExpireNearDups(int64_t now_ms);
   bool NewKeyBlocked(uint64_t key, bool pair);
 
   DetectOptions o_;
@@ -157,16 +152,17 @@ class DetectStage {
   SigniTable terms_;
   SigniTable pairs_;
   DedupWindow dedup_;
-  text::SimHashIndex near_index_;
-  std::deque<NearDup> near_fifo_;
-  std::unordered_map<uint64_t, uint32_t> near_count_;  // original id -> copies seen
-  uint64_t next_near_id_ = 1;
+  NearDupIndex near_;
   CountSketch authors_;
   CountSketch repost_sources_;
   std::unordered_map<uint64_t, std::unique_ptr<Tracked>> tracked_;
-  // New-word keys: key -> (bucket first seen, pair?), oldest first in new_order_.
-  std::unordered_map<uint64_t, std::pair<int64_t, bool>> new_keys_;
-  std::deque<uint64_t> new_order_;
+  // New-word keys: key -> bucket first seen; keys first seen in the open and the previous bucket.
+  struct NewKey {
+    int64_t born = 0;
+    bool pair = false;
+  };
+  FlatMap64<NewKey> new_keys_;
+  std::vector<uint64_t> born_open_, born_prev_;
   int64_t bucket_ = INT64_MIN;
   int64_t closed_ = 0;
   std::shared_ptr<const std::vector<std::string>> categories_;

@@ -15,6 +15,12 @@ namespace {
 constexpr uint8_t kRankSnapshotVersion = 1;
 constexpr std::string_view kRankTag = "rank";
 
+size_t CodePoints(std::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
 struct Node {
   const Candidate* c = nullptr;
   uint64_t terms[2] = {0, 0};
@@ -382,6 +388,7 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
     double d;
     int rep;
     int64_t authors;
+    bool lone;  // a new topic of fewer than min_nodes nodes
   };
   std::vector<Scored> listed;
   for (auto& [id, tp] : topics_) {
@@ -473,12 +480,14 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
     }
     if (bucket <= t.spam_until || !t.significant) continue;
     if (!t.listed &&
-        (static_cast<int>(t.nodes.size()) < o_.min_nodes || novelty < o_.novelty_ratio)) {
+        (novelty < o_.novelty_ratio ||
+         (static_cast<int>(t.nodes.size()) < o_.min_nodes && novelty < o_.lone_novelty))) {
       continue;
     }
     if (bucket_authors < o_.min_authors || heat < o_.min_heat) continue;
     if (excess <= 0 || excess < o_.fade_fraction * t.peak_excess) continue;
-    listed.push_back({&t, heat, d, rep, bucket_authors});
+    listed.push_back({&t, heat, d, rep, bucket_authors,
+                      !t.listed && static_cast<int>(t.nodes.size()) < o_.min_nodes});
   }
   std::sort(listed.begin(), listed.end(), [](const Scored& a, const Scored& b) {
     if (a.heat != b.heat) return a.heat > b.heat;
@@ -563,6 +572,14 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
       if (tag.empty() && !seeds.empty())
         tag = NormalizeHashtag(seeds[0].text, o_.hashtag_max_chars);
       if (tag.empty()) tag = "#" + t.name + "#";
+      // A lone word is a story when it sits in a phrase its posts share, not on its own.
+      size_t longest_seed = 0;
+      for (const SeedTerm& st : seeds) longest_seed = std::max(longest_seed, CodePoints(st.text));
+      if (sc.lone && CodePoints(p.text) <= longest_seed) {
+        SURGE_LOG_DEBUG("rank: lone word {} of {} grows into no phrase; not listed",
+                        seeds.empty() ? "" : seeds[0].text, t.name);
+        continue;
+      }
       t.hashtag = tag;
     }
     Scored* same = nullptr;

@@ -37,8 +37,9 @@
 //    excess (a fading topic leaves), best heat first, at most top_k; a topic enters the list only
 //    with min_nodes terms or pairs in the bucket (a story moves several words at once; a lone
 //    word that rises is rarely one) of which one is novel (significant, with a count of at least
-//    novelty_ratio times its expectation: common words that many stories use rise by less), and
-//    not when absorb_share of its posts belong to another
+//    novelty_ratio times its expectation: common words that many stories use rise by less; a
+//    lone word needs lone_novelty times and must grow into a longer phrase of its posts, see 7),
+//    and not when absorb_share of its posts belong to another
 //    listed topic (it joins that one) or, summed, to several (a word every story uses); prev_rank
 //    is the topic's rank on the previous list.
 // 7. Hashtag: chosen from the topic's sample posts with BestPhrase (hashtag.h) seeded with its
@@ -80,6 +81,7 @@ struct RankOptions {
   int64_t min_authors = 5;
   int min_nodes = 2;          // terms and pairs a topic needs in its first listed bucket
   double novelty_ratio = 3;   // a new topic needs a significant word at this x its expectation
+  double lone_novelty = 10;   // ... or this x its expectation with fewer than min_nodes nodes
   double absorb_share = 0.4;  // share of a new topic's posts in others that makes it theirs
   double fade_fraction = 0.1;
   double spam_young = 0.4;

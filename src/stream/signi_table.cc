@@ -60,7 +60,7 @@ void SigniTable::EndBucket(double alpha) {
     if (c.count == 0 && c.stat.mean == 0 && c.stat.var == 0) continue;
     c.stat.Update(c.count, a);
     // Flush denormal-sized leftovers of long-gone terms to zero so their cells become free again.
-    if (c.stat.mean < 1e-6f && c.stat.var < 1e-6f) c.stat = EwmStat{};
+    if (c.stat.mean < 1e-4f && c.stat.var < 1e-4f) c.stat = EwmStat{};
     c.count = 0;
   }
 }

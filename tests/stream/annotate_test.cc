@@ -5,6 +5,7 @@
 #include "resources.h"
 #include "stream/hash.h"
 #include "synthetic.h"
+#include "text/simhash.h"
 
 namespace surge::stream {
 namespace {

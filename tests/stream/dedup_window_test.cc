@@ -14,23 +14,27 @@ TEST(DedupWindowTest, ReplaysInsideTheWindowAreRecognised) {
   EXPECT_EQ(w.size(), 2u);
 }
 
-TEST(DedupWindowTest, KeysLeaveWhenOlderThanTheWindow) {
+TEST(DedupWindowTest, KeysAreRememberedForAtLeastTheWindow) {
   DedupWindow w(60000, 1000);
   EXPECT_TRUE(w.Insert(1, 0));
-  EXPECT_TRUE(w.Insert(2, 30000));
-  EXPECT_TRUE(w.Insert(3, 60001));  // key 1 is now older than the window
+  EXPECT_TRUE(w.Insert(2, 59000));
+  EXPECT_FALSE(w.Insert(1, 59500));  // inside the window
+  EXPECT_TRUE(w.Insert(3, 61000));   // a new generation starts; key 1 is still remembered
+  EXPECT_FALSE(w.Insert(1, 62000));
+  EXPECT_TRUE(w.Insert(4, 122000));  // two generations later key 1 is forgotten
   EXPECT_FALSE(w.Contains(1));
-  EXPECT_TRUE(w.Contains(2));
-  EXPECT_TRUE(w.Insert(1, 60002));  // no longer recognised
+  EXPECT_TRUE(w.Contains(3));
+  EXPECT_TRUE(w.Insert(1, 122500));
 }
 
 TEST(DedupWindowTest, SizeIsBounded) {
   DedupWindow w(1'000'000'000, 100);
   for (uint64_t k = 0; k < 1000; ++k) EXPECT_TRUE(w.Insert(k, static_cast<int64_t>(k)));
-  EXPECT_EQ(w.size(), 100u);
-  EXPECT_EQ(w.evicted_early(), 900);
-  EXPECT_FALSE(w.Insert(999, 1000));
-  EXPECT_TRUE(w.Insert(0, 1000));
+  EXPECT_LE(w.size(), 100u);
+  EXPECT_GE(w.size(), 50u);
+  EXPECT_GT(w.evicted_early(), 0);
+  EXPECT_FALSE(w.Insert(999, 1000));  // the newest are remembered
+  EXPECT_TRUE(w.Insert(0, 1000));     // the oldest are not
 }
 
 TEST(DedupWindowTest, SnapshotRoundTrip) {
