@@ -96,9 +96,16 @@ const Annotator::WordInfo& Annotator::Lookup(uint64_t hash, std::string_view wor
   const auto& kw = res_->keywords();
   e.hash = hash;
   e.flags = kValid;
-  if (kw.Filtered(word)) e.flags |= kFiltered;
+  if (kw.Filtered(word)) {
+    e.flags |= kFiltered;
+    e.idf = 0;
+  } else {
+    e.idf = static_cast<float>(kw.Idf(word));
+  }
   if (IsFeature(word)) e.flags |= kFeature;
-  e.idf = static_cast<float>(kw.Idf(word));
+  int c = res_->lexicon().Category(hash);
+  e.category = static_cast<int8_t>(c >= 0 && c < 127 ? c : -1);
+  e.polarity = static_cast<int8_t>(res_->lexicon().Polarity(hash));
   return e;
 }
 
@@ -145,12 +152,9 @@ void Annotator::AnnotatePost(const Post& p, AnnotatedBlock* out) {
     const WordInfo& info = Lookup(h, lw);
     if (info.flags & kFeature) features_.push_back(h);
     // Sentiment words are often filtered words too (single characters such as 赞).
-    if (!res_->model()) polarity += lex.Polarity(h);
+    if (!res_->model()) polarity += info.polarity;
     if (info.flags & kFiltered) continue;
-    if (!res_->model()) {
-      int c = lex.Category(h);
-      if (c >= 0 && c < ncat) ++votes[c];
-    }
+    if (!res_->model() && info.category >= 0 && info.category < ncat) ++votes[info.category];
     bool merged = false;
     for (TermOcc& t : terms_) {
       if (t.hash == h) {

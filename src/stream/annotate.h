@@ -104,7 +104,9 @@ class Annotator {
   struct WordInfo {
     uint64_t hash = 0;
     float idf = 0;
-    uint8_t flags = 0;  // 1: filtered (not a term), 2: SimHash feature, 4: valid entry
+    uint8_t flags = 0;     // 1: filtered (not a term), 2: SimHash feature, 4: valid entry
+    int8_t category = -1;  // lexicon category
+    int8_t polarity = 0;   // lexicon sentiment
   };
   const WordInfo& Lookup(uint64_t hash, std::string_view word);
   Status RunModel(AnnotatedBlock* out, size_t first_post);

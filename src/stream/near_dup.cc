@@ -6,14 +6,40 @@
 
 namespace surge::stream {
 
+namespace {
+
+// kSpread[b] has byte j = bit j of b: adding kSpread[byte] to a word of eight 8-bit counters
+// counts the set bits of that byte of a hash, eight at once.
+struct SpreadTable {
+  uint64_t v[256];
+  constexpr SpreadTable() : v() {
+    for (int b = 0; b < 256; ++b) {
+      uint64_t x = 0;
+      for (int j = 0; j < 8; ++j) x |= static_cast<uint64_t>((b >> j) & 1) << (8 * j);
+      v[b] = x;
+    }
+  }
+};
+constexpr SpreadTable kSpread;
+
+}  // namespace
+
 uint64_t SimHashOfHashes(const uint64_t* hashes, size_t n) {
-  int32_t v[64] = {};
-  for (size_t k = 0; k < n; ++k) {
-    const uint64_t h = hashes[k];
-    for (int i = 0; i < 64; ++i) v[i] += static_cast<int32_t>((h >> i) & 1) * 2 - 1;
+  // ones[i] = features with bit i set; bit i of the result is set when ones[i] > n / 2.
+  uint32_t ones[64] = {};
+  for (size_t begin = 0; begin < n; begin += 255) {  // 8-bit counters hold up to 255
+    uint64_t acc[8] = {};                            // acc[k] byte j counts bit 8k + j
+    const size_t end = std::min(n, begin + 255);
+    for (size_t f = begin; f < end; ++f) {
+      const uint64_t h = hashes[f];
+      for (int k = 0; k < 8; ++k) acc[k] += kSpread.v[(h >> (8 * k)) & 0xFF];
+    }
+    for (int k = 0; k < 8; ++k) {
+      for (int j = 0; j < 8; ++j) ones[8 * k + j] += (acc[k] >> (8 * j)) & 0xFF;
+    }
   }
   uint64_t fp = 0;
-  for (int i = 0; i < 64; ++i) fp |= static_cast<uint64_t>(v[i] > 0) << i;
+  for (int i = 0; i < 64; ++i) fp |= static_cast<uint64_t>(2 * ones[i] > n) << i;
   return fp;
 }
 
@@ -30,13 +56,14 @@ NearDupIndex::NearDupIndex(int max_distance, size_t capacity, int64_t window_ms)
     start += width;
   }
   ring_.resize(std::min<size_t>(capacity, 1u << 16));
-  buckets_.resize(static_cast<size_t>(blocks_) << kBucketBits);
+  slots_.resize((static_cast<size_t>(blocks_) << kBucketBits) * kWays);
 }
 
 size_t NearDupIndex::Bucket(uint64_t fp, int block) const {
   uint64_t v = (fp >> shift_[block]) & mask_[block];
-  return (static_cast<size_t>(block) << kBucketBits) +
-         (Mix64(v + static_cast<uint64_t>(block)) >> (64 - kBucketBits));
+  size_t bucket = (static_cast<size_t>(block) << kBucketBits) +
+                  (Mix64(v + static_cast<uint64_t>(block)) >> (64 - kBucketBits));
+  return bucket * kWays;
 }
 
 void NearDupIndex::Expire(int64_t now_ms) {
@@ -61,9 +88,17 @@ void NearDupIndex::Insert(uint64_t fp, int64_t ts_ms, uint32_t copies) {
   uint64_t seq = next_++;
   ring_[seq % ring_.size()] = {fp, ts_ms, copies};
   for (int b = 0; b < blocks_; ++b) {
-    auto& bucket = buckets_[Bucket(fp, b)];
-    if (bucket.size() >= kMaxBucket) bucket.erase(bucket.begin());  // the oldest goes
-    bucket.push_back(seq);
+    Slot* bucket = &slots_[Bucket(fp, b)];
+    Slot* victim = bucket;
+    for (size_t w = 0; w < kWays; ++w) {
+      Slot& e = bucket[w];
+      if (e.seq == UINT64_MAX || e.seq < head_) {  // empty or expired
+        victim = &e;
+        break;
+      }
+      if (e.seq < victim->seq) victim = &e;
+    }
+    *victim = {fp, seq};
   }
 }
 
@@ -73,16 +108,14 @@ uint32_t NearDupIndex::Observe(uint64_t fp, int64_t ts_ms) {
   uint64_t best = UINT64_MAX;
   int best_d = 65;
   for (int b = 0; b < blocks_; ++b) {
-    auto& bucket = buckets_[Bucket(fp, b)];
-    // Buckets are in insertion order: expired entries form a prefix, dropped lazily here.
-    size_t live = 0;
-    while (live < bucket.size() && bucket[live] < head_) ++live;
-    if (live) bucket.erase(bucket.begin(), bucket.begin() + live);
-    for (uint64_t seq : bucket) {
-      int d = __builtin_popcountll(ring_[seq % ring_.size()].fp ^ fp);
-      if (d <= max_distance && (d < best_d || (d == best_d && seq < best))) {
+    const Slot* bucket = &slots_[Bucket(fp, b)];
+    for (size_t w = 0; w < kWays; ++w) {
+      const Slot& e = bucket[w];
+      if (e.seq == UINT64_MAX || e.seq < head_) continue;
+      int d = __builtin_popcountll(e.fp ^ fp);
+      if (d <= max_distance && (d < best_d || (d == best_d && e.seq < best))) {
         best_d = d;
-        best = seq;
+        best = e.seq;
       }
     }
   }
@@ -92,9 +125,7 @@ uint32_t NearDupIndex::Observe(uint64_t fp, int64_t ts_ms) {
 }
 
 size_t NearDupIndex::memory_bytes() const {
-  size_t bytes = ring_.size() * sizeof(Entry) + buckets_.size() * sizeof(std::vector<uint64_t>);
-  for (const auto& b : buckets_) bytes += b.capacity() * sizeof(uint64_t);
-  return bytes;
+  return ring_.size() * sizeof(Entry) + slots_.size() * sizeof(Slot);
 }
 
 void NearDupIndex::Serialize(ByteWriter* w) const {

@@ -2,10 +2,12 @@
 // max_distance bits of a recent original is a copy of it; the index counts the copies per original.
 // Pigeonhole lookup as text::SimHashIndex (the 64 bits cut into max_distance + 1 blocks, any
 // fingerprint within max_distance bits agrees exactly on one block), laid out for a stream: entries
-// live in a ring (FIFO of the last `capacity` originals, none older than `window_ms`), each block
-// table is a fixed array of buckets holding ring positions, and expired positions are dropped
-// lazily when a bucket is scanned — no per-post allocation or hash-map erase. A bucket keeps its
-// kMaxBucket newest entries, so an original can be forgotten early where many posts look alike.
+// live in a ring (FIFO of the last `capacity` originals, none older than `window_ms`); each block
+// has a fixed table of 2^kBucketBits buckets of kWays slots (fingerprint + ring sequence number),
+// one contiguous array, so a lookup touches one bucket (two cache lines) per block and never
+// allocates. A new entry takes its bucket's expired or oldest slot, so an original can be
+// forgotten early where many posts look alike. Memory: blocks * 2^kBucketBits * kWays * 16 bytes
+// (8 MiB for distance 3) plus the ring.
 // Copies are not inserted (the original stands for its copies), so a flood of copies does not grow
 // the buckets.
 //
@@ -41,10 +43,9 @@ class NearDupIndex {
     int64_t ts_ms = 0;
     uint32_t copies = 0;
   };
-  static constexpr int kBucketBits = 16;
-  // Entries per bucket: similar but not near-identical posts (templates, short texts) share
-  // blocks; past this many the oldest leaves its bucket, which bounds a lookup's work.
-  static constexpr size_t kMaxBucket = 32;
+  static constexpr int kBucketBits = 14;
+  static constexpr size_t kWays = 8;
+  // The first slot of the block's bucket for `fp`.
   size_t Bucket(uint64_t fp, int block) const;
   void Insert(uint64_t fp, int64_t ts_ms, uint32_t copies);
   void Expire(int64_t now_ms);
@@ -55,9 +56,13 @@ class NearDupIndex {
   size_t capacity_;
   int64_t window_ms_;
   std::vector<Entry> ring_;
-  uint64_t head_ = 0;                           // sequence number of the oldest live entry
-  uint64_t next_ = 0;                           // sequence number of the next entry
-  std::vector<std::vector<uint64_t>> buckets_;  // blocks_ * 2^kBucketBits, sequence numbers
+  uint64_t head_ = 0;  // sequence number of the oldest live entry
+  uint64_t next_ = 0;  // sequence number of the next entry
+  struct Slot {
+    uint64_t fp = 0;
+    uint64_t seq = UINT64_MAX;  // ring sequence number; UINT64_MAX: empty
+  };
+  std::vector<Slot> slots_;  // blocks_ * 2^kBucketBits buckets of kWays slots
 };
 
 // SimHash of features given as 64-bit hashes (each weighs 1): bit i is set when more features
