@@ -9,6 +9,7 @@
 #include "cli/engine_io.h"
 #include "core/logging.h"
 #include "stream/pipeline.h"
+#include "stream/sim_source.h"
 
 namespace surge::cli {
 namespace {
@@ -65,6 +66,7 @@ Result<std::unique_ptr<stream::PostSource>> OpenSource(const std::string& spec) 
         "`surge trends` reads a JSONL file, '-' (stdin) or sim:[SCENARIO]",
         spec);
   }
+  if (spec == "sim" || spec.rfind("sim:", 0) == 0) return stream::OpenSimSource(spec);
   SURGE_ASSIGN_OR_RETURN(auto s, stream::JsonlSource::Open(spec));
   return std::unique_ptr<stream::PostSource>(std::move(s));
 }

@@ -302,4 +302,42 @@ Status Annotator::RunModel(AnnotatedBlock* out, size_t first_post) {
   return Status::Ok();
 }
 
+AnnotateStage::AnnotateStage(std::unique_ptr<Annotator> annotator,
+                             std::shared_ptr<const AnnotateResources> res, int32_t partitions)
+    : annotator_(std::move(annotator)), res_(std::move(res)), partitions_(partitions) {}
+
+Result<std::unique_ptr<AnnotateStage>> AnnotateStage::Create(
+    std::shared_ptr<const AnnotateResources> res, int32_t partitions) {
+  if (partitions < 1) {
+    return InvalidArgumentError("the terms channel needs >= 1 partitions, got {}", partitions);
+  }
+  SURGE_ASSIGN_OR_RETURN(auto a, Annotator::Create(res));
+  return std::make_unique<AnnotateStage>(std::move(a), std::move(res), partitions);
+}
+
+Status AnnotateStage::Process(const RecordBlock& in, std::string_view source, DeadLetterSink* dead,
+                              std::vector<TermBatch>* out) {
+  auto block = std::make_shared<AnnotatedBlock>();
+  SURGE_RETURN_IF_ERROR(annotator_->Annotate(in, source, dead, block.get()));
+  Route(std::move(block), out);
+  return Status::Ok();
+}
+
+void AnnotateStage::Route(std::shared_ptr<const AnnotatedBlock> block,
+                          std::vector<TermBatch>* out) {
+  if (NewWordLearner* learner = res_->learner()) {
+    for (const AnnotatedPost& p : block->posts) {
+      if (learner->Offer(block->PostText(p))) learner->Refresh();
+    }
+  }
+  for (int32_t p = 0; p < partitions_; ++p) {
+    TermBatch tb;
+    tb.block = block;
+    tb.partition = p;
+    tb.partitions = partitions_;
+    tb.watermark_ms = block->max_ts_ms == INT64_MIN ? INT64_MIN : block->max_ts_ms;
+    out->push_back(std::move(tb));
+  }
+}
+
 }  // namespace surge::stream

@@ -126,4 +126,39 @@ class Annotator {
   AnnotateCounters counters_;
 };
 
+// One annotate worker as a stage: blocks of records in, one TermBatch per detect partition out.
+// What a scaled-out annotate process runs between its post source and the terms channel:
+//
+//   AnnotateStage stage(res, partitions);           // partitions = the terms topic's
+//   for (;;) {
+//     RecordBlock in; source->Read(&in, 4096);
+//     std::vector<TermBatch> out; stage.Process(in, source->name(), dead, &out);
+//     for (auto& b : out) writer->SendTo(b.partition, b.partition, std::move(b));
+//     writer->Flush(); source->Commit(out.empty() ? Offsets{} : out[0].block->offsets);
+//   }
+//
+// Process() also feeds the stage's new-word learner (when the resources have one), so each
+// worker learns phrases from what it sees. Batches of a block share the AnnotatedBlock; the
+// codec (codec.h) writes only each partition's part.
+class AnnotateStage {
+ public:
+  AnnotateStage(std::unique_ptr<Annotator> annotator, std::shared_ptr<const AnnotateResources> res,
+                int32_t partitions);
+  static Result<std::unique_ptr<AnnotateStage>> Create(std::shared_ptr<const AnnotateResources> res,
+                                                       int32_t partitions);
+
+  Status Process(const RecordBlock& in, std::string_view source, DeadLetterSink* dead,
+                 std::vector<TermBatch>* out);
+  // The second half of Process, for a block annotated elsewhere (the embedded pipeline annotates
+  // in parallel and routes in input order).
+  void Route(std::shared_ptr<const AnnotatedBlock> block, std::vector<TermBatch>* out);
+  int32_t partitions() const { return partitions_; }
+  const Annotator& annotator() const { return *annotator_; }
+
+ private:
+  std::unique_ptr<Annotator> annotator_;
+  std::shared_ptr<const AnnotateResources> res_;
+  int32_t partitions_;
+};
+
 }  // namespace surge::stream

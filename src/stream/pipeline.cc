@@ -145,19 +145,13 @@ Status Pipeline::Run(PostSource* source, const std::vector<TrendSink*>& sinks,
   std::map<uint64_t, std::shared_ptr<AnnotatedBlock>> ready;
   uint64_t next_seq = 0;
   bool emitting = false;
-  NewWordLearner* learner = res_->learner();
-  auto emit_one = [&](const std::shared_ptr<AnnotatedBlock>& b) {
-    if (learner) {
-      for (const AnnotatedPost& p : b->posts) {
-        if (learner->Offer(b->PostText(p))) learner->Refresh();
-      }
-    }
-    for (int32_t p = 0; p < shards; ++p) {
-      TermBatch tb;
-      tb.block = b;
-      tb.partition = p;
-      tb.partitions = shards;
-      Status st = terms_w->SendTo(p, static_cast<uint64_t>(p), std::move(tb));
+  SURGE_ASSIGN_OR_RETURN(auto router, AnnotateStage::Create(res_, shards));
+  std::vector<TermBatch> routed;
+  auto emit_one = [&](std::shared_ptr<AnnotatedBlock> b) {
+    routed.clear();
+    router->Route(std::move(b), &routed);
+    for (TermBatch& tb : routed) {
+      Status st = terms_w->SendTo(tb.partition, static_cast<uint64_t>(tb.partition), std::move(tb));
       if (!st.ok()) s.Fail(st);
     }
   };
@@ -170,7 +164,7 @@ Status Pipeline::Run(PostSource* source, const std::vector<TrendSink*>& sinks,
       auto block = std::move(ready.begin()->second);
       ready.erase(ready.begin());
       lock.unlock();
-      emit_one(block);
+      emit_one(std::move(block));
       lock.lock();
       ++next_seq;
     }

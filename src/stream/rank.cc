@@ -262,14 +262,48 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
     return x.c->key < y.c->key;
   });
   const size_t n = nodes.size();
+  // Nodes whose posts come mostly from young accounts (a bot ring) only cluster with their like,
+  // so a campaign cannot drag a real story off the list with it.
+  std::vector<char> suspect(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Candidate& c = *nodes[i].c;
+    suspect[i] = c.posts >= 5 && c.young >= o_.spam_young * static_cast<double>(c.posts);
+  }
+  // Embeddings count relative to this bucket's spread of cosines: a model (or an untrained one)
+  // that maps every post near the same point must not merge everything.
+  std::vector<double> cos(n * n, 0);
+  double cos_mean = 0, cos_sd = 0;
+  {
+    double sum = 0, sum2 = 0;
+    int64_t pairs = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (nodes[i].c->embedding.empty()) continue;
+      for (size_t j = i + 1; j < n; ++j) {
+        if (nodes[j].c->embedding.empty()) continue;
+        double c = Cosine(nodes[i].c->embedding, nodes[j].c->embedding);
+        cos[i * n + j] = cos[j * n + i] = c;
+        sum += c;
+        sum2 += c * c;
+        ++pairs;
+      }
+    }
+    if (pairs >= 10) {
+      cos_mean = sum / pairs;
+      cos_sd = std::sqrt(std::max(0.0, sum2 / pairs - cos_mean * cos_mean));
+    }
+  }
   auto sim = [&](size_t i, size_t j) {
+    if (suspect[i] != suspect[j]) return 0.0;
     const Candidate& a = *nodes[i].c;
     const Candidate& b = *nodes[j].c;
     double s = Containment(a, b);
     if (a.significant && b.significant && SharesTerm(nodes[i], nodes[j])) s = std::max(s, 0.5);
-    if (!a.embedding.empty() && !b.embedding.empty()) {
-      double cs = (Cosine(a.embedding, b.embedding) - o_.embed_floor) / (1 - o_.embed_floor);
-      s = std::max(s, cs);
+    if (cos_sd > 0) {
+      double c = cos[i * n + j];
+      double z = (c - cos_mean) / cos_sd;
+      if (c >= o_.embed_min_cos && z >= o_.embed_z) {
+        s = std::max(s, std::min(1.0, o_.cluster_threshold + (z - o_.embed_z) / 4));
+      }
     }
     return s;
   };

@@ -12,8 +12,11 @@
 //        the bottom-k samples (exact on the hash range both samples cover),
 //      - shared terms (a pair and a term of it, two pairs sharing a term, text containment,
 //        e.g. "AI推理革命" and "推理"): 0.5 when both are significant this bucket,
-//      - embeddings (model path): cosine of the nodes' mean [CLS] embeddings, mapped from
-//        [embed_floor, 1] to [0, 1].
+//      - embeddings (model path): the cosine c of the nodes' summed [CLS] embeddings, when
+//        c >= embed_min_cos and it stands out from this bucket's node-pair cosines (z-score z >=
+//        embed_z): cluster_threshold + (z - embed_z) / 4, at most 1 — relative, so a model that
+//        maps all posts close together merges nothing;
+//    and 0 between a node whose posts are mostly from young accounts and one whose are not.
 // 3. Topics: each cluster continues the live topic it overlaps most (weighted term overlap, or
 //    shared sample posts) when that reaches topic_match, so topic ids stay stable across
 //    buckets; clusters that continue the same topic are merged into it, and two live topics a
@@ -71,7 +74,8 @@ struct RankOptions {
   int hashtag_max_chars = 20;
   double cluster_threshold = 0.3;
   double topic_match = 0.3;
-  double embed_floor = 0.5;
+  double embed_min_cos = 0.8;  // embeddings join nodes this close (cosine) ...
+  double embed_z = 3;          // ... that stand out from the bucket's cosines by this many sd
   int topic_ttl = 3;
   double reach_weight = 0.1;
   double interaction_weight = 0.2;

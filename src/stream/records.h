@@ -154,7 +154,10 @@ struct TermBatch {
   std::shared_ptr<const AnnotatedBlock> block;
   int32_t partition = 0;
   int32_t partitions = 1;
-  // Watermark of the producer: no later batch from it holds a post older than this (ms).
+  // The producer's event-time progress: the newest post timestamp it has sent (ms), on every
+  // partition's batch, so that a partition with no posts in a bucket still closes it. Buckets
+  // before the watermark's bucket are complete as far as this producer knows; a post that arrives
+  // later for one of them counts in the open bucket (late_posts).
   int64_t watermark_ms = INT64_MIN;
 };
 
