@@ -29,7 +29,7 @@ struct SeedTerm {
 };
 
 struct PhraseOptions {
-  double keep = 0.6;   // support kept per extension step
+  double keep = 0.8;   // support kept per extension step
   int max_chars = 20;  // longest phrase grown, in code points
   int min_support = 2;
 };
