@@ -56,7 +56,7 @@ int RunSimulate(const SimulateArgs& a) {
   }
   auto dropped = sim::ApplyOverrides(o, &*scenario);
   if (!dropped.ok()) return Fail(dropped.status());
-  for (const auto& id : *dropped) {
+  for (const auto& id : a.quiet ? std::vector<std::string>{} : *dropped) {
     std::cerr << "note: '" << id << "' starts after the end of the shortened run; left out\n";
   }
   auto gen = sim::Generator::Create(*scenario);

@@ -3,13 +3,14 @@
 // ## Ground-truth file (truth.json, written by `surge simulate --truth`)
 //
 //   {"format":"surge.sim.truth/1","scenario":"default","seed":42,
-//    "start_ms":1764676800000,"end_ms":1764678600000,"bucket_ms":60000,"posts":331245,
-//    "events":[{"id":"e01","phrase":"AI推理革命","terms":["芯片","算力","发布会"],
+//    "start_ms":1796212800000,"end_ms":1796214600000,"bucket_ms":60000,"posts":376478,
+//    "events":[{"id":"e01","phrase":"AI推理革命","terms":["芯片","发布会","处理器"],
 //               "category":"科技","sentiment":{"pos":0.6,"neu":0.3,"neg":0.1},
-//               "onset_ms":…,"peak_ms":…,"end_ms":…,"peak_per_min":600.0,
-//               "expected_posts":9000.0,"posts":8950,"authors":8012}],
-//    "spam":[{"id":"s01","phrase":"限时秒杀名牌包","terms":["代购","优惠券"],"category":"美食",
-//             "start_ms":…,"end_ms":…,"expected_posts":…,"posts":…,"bots":300}]}
+//               "onset_ms":1796212980000,"peak_ms":1796213340000,"end_ms":1796214600000,
+//               "peak_per_min":600.0,"expected_posts":6884.8,"posts":6816,"authors":6385}, …],
+//    "spam":[{"id":"s01","phrase":"奶茶0元领取","terms":["优惠券","私信","链接"],
+//             "category":"美食","start_ms":1796212920000,"end_ms":1796214480000,
+//             "expected_posts":12741.4,"posts":12772,"bots":400}, …]}
 //
 // * phrase: the event's new phrase. jieba does not know it as one word (it cuts it into pieces).
 // * terms: related key terms (dictionary words) that the event's posts use often; the phrase is
@@ -34,7 +35,7 @@
 //
 // ## Matching a listed topic to a target (event or spam campaign)
 //
-// norm(s): `s` without '#' characters and white space, ASCII letters lower-cased.
+// norm(s): `s` without '#'/'＃' and white space (ASCII, U+3000), ASCII letters lower-cased.
 // Surfaces of a topic: norm(hashtag) and norm(t) for its first `max_terms` terms (default 6;
 // later terms are ignored so that a topic cannot match everything by listing every word);
 // surfaces shorter than 2 code points are dropped.
@@ -45,6 +46,10 @@
 //       "推理" alone -> 2/6, no match; or
 //   (b) key-term majority: more than half of K are covered, a key term being covered when it
 //       occurs inside some surface (equal to a term, or part of the hashtag or of a longer term).
+// For spam campaigns only, also when
+//   (c) at least half of the topic's surfaces lie inside P or hold one of K (so "#奶茶#" pushed by
+//       a "奶茶0元领取" bot ring counts: the spam metric asks whether the campaign's traffic
+//       reached the list at all, in whatever form; events must be named, by (a) or (b)).
 // score = phrase coverage + (covered key terms / |K|). A topic is assigned to one target: the
 // best-scoring matching target among those ACTIVE at the list's bucket; if none is active, the
 // best-scoring matching target overall (ties: earlier onset, then id).
@@ -64,17 +69,23 @@
 //   precision@k   event slots / all slots, over all lists (empty lists add nothing). A list may
 //                 be shorter than k; duplicates, spam, stale and noise all count against it.
 //   recall        events with at least one event slot at any bucket / all events in the truth.
-//   delay         for each detected event, the first list U in which it holds an event slot:
+//   delay         for each event, the first list U in which it holds an event slot:
 //                 delay_buckets = max(0, ceil((U - onset_ms) / b) - 1), i.e. 0 when it is listed
-//                 at the end of the bucket in which it began; median and p90 (nearest rank)
-//                 over detected events; undetected events are counted by recall only.
+//                 at the end of the bucket in which it began. An event never listed counts as
+//                 infinitely late, so a detector cannot look fast by catching only the easy
+//                 events: the median over ALL events is finite only when recall >= 0.5 and the
+//                 p90 (nearest rank) only when at least that share was detected (JSON null
+//                 otherwise). The median over detected events alone is reported too.
 //   spam surfaced number of campaigns holding at least one spam slot in some list's top k.
-//   duplicate rate duplicate slots / all slots.
+//   duplicate rate duplicate slots / (event + duplicate slots): how often a listed topic about
+//                 an active event repeats an event already listed higher. (Over all slots it
+//                 would reward listing few events at all.) 0 when no slot matched an event.
 //
 // Thread safety: everything here is a pure function of its inputs.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <istream>
 #include <string>
 #include <string_view>
@@ -96,11 +107,21 @@ struct TrendsReadOptions {
   bool skip_bad = false;  // count and skip malformed lines instead of failing
 };
 
-struct TrendsFile {
-  std::vector<HotList> lists;  // ascending `updated`
-  int64_t lines = 0;           // non-blank lines read
+// Bookkeeping of a JSONL read.
+struct JsonlReadStats {
+  int64_t lines = 0;  // non-blank lines read
   int64_t skipped_lines = 0;
   std::vector<std::string> first_errors;  // up to 5 "SOURCE:LINE: reason"
+};
+
+// Calls `parse` on each non-blank line. A line it rejects fails the whole read with
+// "SOURCE:LINE: reason" or, with `skip_bad`, is counted in `stats` and left out.
+Status ReadJsonlLines(std::istream& in, std::string_view source, bool skip_bad,
+                      JsonlReadStats* stats,
+                      const std::function<Status(std::string_view line)>& parse);
+
+struct TrendsFile : JsonlReadStats {
+  std::vector<HotList> lists;  // ascending `updated`
 };
 
 // Reads TrendUpdate lines (blank lines are ignored) and cuts them into hot lists.
@@ -157,8 +178,11 @@ struct EvalReport {
   double recall = 0;
   int64_t events = 0;
   int64_t detected = 0;
-  double delay_median_buckets = 0;  // NaN when nothing was detected
+  // Over all events, misses = +infinity (so +infinity when too many were missed).
+  double delay_median_buckets = 0;
   double delay_p90_buckets = 0;
+  // Over detected events only; NaN when none was detected.
+  double delay_median_detected_buckets = 0;
   int64_t spam_surfaced = 0;
   double duplicate_rate = 0;
   std::vector<EventResult> event_results;

@@ -25,7 +25,7 @@ users:
   count: 200000
   followers: {median: 150, sigma: 1.9, max: 100000000, verified_factor: 40}
   verified_share: 0.02
-  age: {median_days: 1400, sigma: 0.7, min_days: 30}
+  age: {median_days: 1400, sigma: 0.7, min_days: 30, max_days: 5000}
   activity_sigma: 1.2
 
 categories:
@@ -58,7 +58,7 @@ categories:
     weight: 0.14
     sentiment: {pos: 0.2, neu: 0.5, neg: 0.3}
     seed_words: [警方, 小区, 居民, 学校, 交通, 地铁, 派出所, 社区, 民警, 事故, 城市, 村民, 志愿者,
-                 市民, 政府, 街道, 物业, 垃圾分类, 停车, 快递, 救援, 暴雨, 停课, 出行, 停运, 通勤]
+                 市民, 政府, 街道, 物业, 乘客, 停车, 快递, 救援, 暴雨, 停课, 出行, 停运, 通勤, 积水]
     dict_chars: 警村
   - name: 国际
     weight: 0.07
@@ -100,7 +100,7 @@ evergreen:
 # Daily-cycle bumps: ordinary words that rise and fall with the time of day. Not events.
 bumps:
   - {words: [夜宵, 烤串], peak: "21:00", width: 25m, amplitude: 0.8, share: 0.012}
-  - {words: [追剧], peak: "20:15", width: 6m, amplitude: 1.0, share: 0.008}
+  - {words: [追剧], peak: "20:15", width: 10m, amplitude: 0.6, share: 0.008}
   - {words: [跑步, 健身], peak: "20:05", width: 20m, amplitude: 0.5, share: 0.01}
 
 lexicon:
@@ -165,7 +165,7 @@ events:
   - {id: e04, phrase: 顶流官宣恋情, terms: [明星, 粉丝, 工作室], category: 娱乐, onset: 9m, rise: 2m,
      half_life: 4m, peak_per_minute: 1200, shape: gamma, shape_param: 2,
      sentiment: {pos: 0.45, neu: 0.2, neg: 0.35}, repost_share: 0.5}
-  - {id: e05, phrase: 暴雨红色预警, terms: [暴雨, 停课, 出行], category: 社会, onset: 4m, rise: 8m,
+  - {id: e05, phrase: 暴雨红色预警, terms: [停课, 出行, 积水], category: 社会, onset: 4m, rise: 8m,
      half_life: 10m, peak_per_minute: 250, shape: lognormal, shape_param: 0.5,
      sentiment: {pos: 0.05, neu: 0.55, neg: 0.4}}
   - {id: e06, phrase: 峰会联合声明, terms: [外长, 合作, 贸易], category: 国际, onset: 11m, rise: 4m,
@@ -177,11 +177,11 @@ events:
      sentiment: {pos: 0.1, neu: 0.2, neg: 0.7}}
   - {id: e09, phrase: 螺蛳粉涨价, terms: [价格, 外卖, 小吃], category: 美食, onset: 17m, rise: 4m,
      half_life: 5m, peak_per_minute: 120, sentiment: {pos: 0.15, neu: 0.4, neg: 0.45}}
-  - {id: e10, phrase: 地铁信号故障, terms: [地铁, 停运, 通勤], category: 社会, onset: 19m, rise: 90s,
+  - {id: e10, phrase: 地铁信号故障, terms: [停运, 通勤, 乘客], category: 社会, onset: 19m, rise: 90s,
      half_life: 3m, peak_per_minute: 80, sentiment: {pos: 0.05, neu: 0.35, neg: 0.6}}
   - {id: e11, phrase: 电池召回事件, terms: [电动车, 车主, 续航], category: 汽车, onset: 20m, rise: 3m,
      half_life: 6m, peak_per_minute: 60, sentiment: {pos: 0.1, neu: 0.5, neg: 0.4}}
-  - {id: e12, phrase: 航天员出舱, terms: [空间站, 航天, 直播], category: 科技, onset: 22m, rise: 3m,
+  - {id: e12, phrase: 航天员出舱, terms: [空间站, 宇航员, 直播], category: 科技, onset: 22m, rise: 3m,
      half_life: 6m, peak_per_minute: 180, sentiment: {pos: 0.8, neu: 0.15, neg: 0.05}}
   - {id: e13, phrase: 演唱会门票秒空, terms: [歌手, 黄牛, 粉丝], category: 娱乐, onset: 24m, rise: 2m,
      half_life: 4m, peak_per_minute: 40, sentiment: {pos: 0.3, neu: 0.3, neg: 0.4}}

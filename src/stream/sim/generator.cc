@@ -382,17 +382,16 @@ struct Generator::Impl {
     return SentimentLabel::kNeg;
   }
 
-  // Ensures pos/neg posts hold a sentiment word (templates without a {sentiment} slot).
-  void EnsureSentiment(const PostTemplate& t, const FillContext& c, std::string* text) {
-    if (c.sentiment == SentimentLabel::kNeu || t.HasSlot(Slot::kSentiment)) return;
-    for (int attempt = 0; attempt < 8; ++attempt) {
-      const std::string& w = SentimentWord(c.sentiment);
-      if (!CrossesLexicon("，", w)) {
-        text->append("，");
-        text->append(w);
-        return;
-      }
+  // Ensures pos/neg posts hold a sentiment word (templates without a {sentiment} slot, or one
+  // whose word had to be dropped).
+  void EnsureSentiment(const FillContext& c, std::string* text) {
+    if (c.sentiment == SentimentLabel::kNeu) return;
+    const WordPool& pool = c.sentiment == SentimentLabel::kPos ? vocab.pos : vocab.neg;
+    for (const auto& w : pool.words) {
+      if (text->find(w) != std::string::npos) return;
     }
+    text->append("，");  // punctuation: nothing can cross it
+    text->append(SentimentWord(c.sentiment));
   }
 
   uint32_t OrdinaryAuthor() { return static_cast<uint32_t>(activity.Draw(rng)); }
@@ -430,6 +429,22 @@ struct Generator::Impl {
     Engagement(&sp.post, users[author], heat * 0.5);
   }
 
+  // An original that copies a recent post's text with a small edit at the end (an emoticon, or a
+  // sentiment word of the same polarity): near-duplicates that are not reposts.
+  void MakeCopy(SimPost& sp, const Ring& ring, uint32_t author, double heat) {
+    const RingEntry& orig = ring.Pick(rng);
+    sp.label = orig.label;
+    sp.label.copy = true;
+    sp.post.text = orig.text;
+    std::string_view edit = vocab.emoji.Draw(rng);
+    if (orig.label.sentiment != SentimentLabel::kNeu && rng.Bernoulli(0.5)) {
+      edit = SentimentWord(orig.label.sentiment);
+    }
+    if (!CrossesLexicon(sp.post.text, edit)) sp.post.text.append(edit);
+    SetAuthor(&sp.post, author);
+    Engagement(&sp.post, users[author], heat);
+  }
+
   double BumpShare(size_t b, int64_t t) const {
     const BumpSpec& spec = s.bumps[b];
     int64_t local = (t + s.utc_offset_minutes * kMinuteMs) % kDayMs;
@@ -464,9 +479,20 @@ struct Generator::Impl {
         Fill(bump_t[rng.Below(bump_t.size())], c, &text, &sp.label.keywords);
       }
     }
-    EnsureSentiment(t, c, &text);
+    EnsureSentiment(c, &text);
     SetAuthor(&sp.post, author);
     Engagement(&sp.post, users[author], 1.0);
+  }
+
+  // Starts the post's text with "#phrase" + `close`, a phrase keyword span.
+  static void AppendHashtag(const std::string& phrase, std::string_view close, SimPost* sp) {
+    std::string& text = sp->post.text;
+    text.push_back('#');
+    sp->label.keywords.push_back({static_cast<uint32_t>(text.size()),
+                                  static_cast<uint32_t>(text.size() + phrase.size()),
+                                  KeywordKind::kPhrase});
+    text.append(phrase);
+    text.append(close);
   }
 
   void MakeEvent(size_t e, int64_t ts) {
@@ -485,6 +511,10 @@ struct Generator::Impl {
       MakeRepost(sp, st.ring, author, heat);
       return;
     }
+    if (!st.ring.empty() && rng.Bernoulli(spec.copy_share)) {
+      MakeCopy(sp, st.ring, author, heat);
+      return;
+    }
     FillContext c;
     c.category = event_category[e];
     c.sentiment = DrawSentiment(spec.sentiment);
@@ -495,16 +525,10 @@ struct Generator::Impl {
     sp.label.sentiment = c.sentiment;
     sp.label.event = static_cast<int>(e);
     std::string& text = sp.post.text;
-    if (rng.Bernoulli(spec.hashtag_share)) {
-      text.push_back('#');
-      sp.label.keywords.push_back(
-          {1, static_cast<uint32_t>(1 + spec.phrase.size()), KeywordKind::kPhrase});
-      text.append(spec.phrase);
-      text.append("# ");
-    }
+    if (rng.Bernoulli(spec.hashtag_share)) AppendHashtag(spec.phrase, "# ", &sp);
     const PostTemplate& t = ev_t[rng.Below(ev_t.size())];
     Fill(t, c, &text, &sp.label.keywords);
-    EnsureSentiment(t, c, &text);
+    EnsureSentiment(c, &text);
     SetAuthor(&sp.post, author);
     Engagement(&sp.post, users[author], heat);
   }
@@ -529,13 +553,7 @@ struct Generator::Impl {
     sp.label.sentiment = c.sentiment;
     sp.label.spam = static_cast<int>(k);
     std::string& text = sp.post.text;
-    if (rng.Bernoulli(spec.hashtag_share)) {
-      text.push_back('#');
-      sp.label.keywords.push_back(
-          {1, static_cast<uint32_t>(1 + spec.phrase.size()), KeywordKind::kPhrase});
-      text.append(spec.phrase);
-      text.append("#");
-    }
+    if (rng.Bernoulli(spec.hashtag_share)) AppendHashtag(spec.phrase, "#", &sp);
     const auto& ts_list = spam_t[k];
     Fill(ts_list[rng.Below(ts_list.size())], c, &text, &sp.label.keywords);
     SetAuthor(&sp.post, author);
@@ -598,7 +616,7 @@ struct Generator::Impl {
   // Counts the post for the truth and keeps originals for reposting.
   void Account(const SimPost& sp, uint32_t author) {
     auto keep = [&](Ring& ring) {
-      if (sp.label.repost) return;
+      if (sp.label.repost || sp.label.copy) return;
       ring.Push({sp.post.id, sp.post.text, author, sp.post.likes, sp.label});
     };
     if (sp.label.event >= 0) {
@@ -646,6 +664,43 @@ Status CompileAll(const std::vector<std::string>& src, std::string_view what,
   return Status::Ok();
 }
 
+// Scenario words that hold a sentiment word would make the labels contradict the text.
+Status CheckWordsFreeOfSentiment(const Scenario& s,
+                                 const std::vector<std::unordered_set<std::string>>& lexicon) {
+  auto check = [&](const std::vector<std::string>& words, const std::string& what) -> Status {
+    for (const auto& w : words) {
+      for (const auto& set : lexicon) {
+        for (const auto& l : set) {
+          if (w.find(l) != std::string::npos) {
+            return InvalidArgumentError(
+                "{}: '{}' contains the sentiment word '{}'; sentiment "
+                "words may only come from {{sentiment}} slots",
+                what, w, l);
+          }
+        }
+      }
+    }
+    return Status::Ok();
+  };
+  for (const auto& c : s.categories) {
+    SURGE_RETURN_IF_ERROR(check(c.seed_words, "category '" + c.name + "' seed_words"));
+  }
+  for (const auto& e : s.events) {
+    SURGE_RETURN_IF_ERROR(check({e.phrase}, "event '" + e.id + "' phrase"));
+    SURGE_RETURN_IF_ERROR(check(e.terms, "event '" + e.id + "' terms"));
+  }
+  for (const auto& c : s.spam) {
+    SURGE_RETURN_IF_ERROR(check({c.phrase}, "spam '" + c.id + "' phrase"));
+    SURGE_RETURN_IF_ERROR(check(c.terms, "spam '" + c.id + "' terms"));
+  }
+  SURGE_RETURN_IF_ERROR(check(s.evergreen.words, "evergreen.words"));
+  for (const auto& b : s.bumps) SURGE_RETURN_IF_ERROR(check(b.words, "bumps[].words"));
+  SURGE_RETURN_IF_ERROR(check(s.lexicon.neu, "lexicon.neu"));
+  SURGE_RETURN_IF_ERROR(check(s.lexicon.adjectives, "lexicon.adjectives"));
+  SURGE_RETURN_IF_ERROR(check(s.lexicon.emoji, "lexicon.emoji"));
+  return Status::Ok();
+}
+
 size_t CodePoints(std::string_view s) {
   size_t n = 0;
   for (size_t i = 0; i < s.size(); i += text::DecodeUtf8At(s, i).length) ++n;
@@ -684,6 +739,7 @@ Result<std::unique_ptr<Generator>> Generator::Create(const Scenario& scenario) {
   }
   m.lexicon_by_len.resize(std::max<size_t>(m.lexicon_by_len.size(), 9));
   const auto* lex = &m.lexicon_by_len;
+  SURGE_RETURN_IF_ERROR(CheckWordsFreeOfSentiment(s, *lex));
   SURGE_RETURN_IF_ERROR(CompileAll(s.templates.background, "background", lex, &m.bg_t));
   SURGE_RETURN_IF_ERROR(CompileAll(s.templates.event, "event", lex, &m.ev_t));
   SURGE_RETURN_IF_ERROR(CompileAll(s.templates.repost, "repost", lex, &m.repost_t));
@@ -714,9 +770,9 @@ Result<std::unique_ptr<Generator>> Generator::Create(const Scenario& scenario) {
     double f = urng.LogNormal(std::log(std::max(um.followers.median, 1e-9)), um.followers.sigma);
     if (u.verified) f *= um.followers.verified_factor;
     u.followers = std::min<int64_t>(static_cast<int64_t>(f), um.followers.max);
-    const double age_days =
-        std::max(um.age.min_days, urng.LogNormal(std::log(um.age.median_days), um.age.sigma));
-    u.created_ms = s.start_ms - static_cast<int64_t>(age_days * kDayMs);
+    const double age_days = std::clamp(urng.LogNormal(std::log(um.age.median_days), um.age.sigma),
+                                       um.age.min_days, um.age.max_days);
+    u.created_ms = std::max<int64_t>(0, s.start_ms - static_cast<int64_t>(age_days * kDayMs));
     activity[i] = urng.LogNormal(0, um.activity_sigma);
     if (u.verified) m.verified.push_back(static_cast<uint32_t>(i));
   }
@@ -728,7 +784,8 @@ Result<std::unique_ptr<Generator>> Generator::Create(const Scenario& scenario) {
       u.verified = false;
       u.followers = std::min<int64_t>(static_cast<int64_t>(urng.LogNormal(std::log(8.0), 0.9)),
                                       c.max_followers);
-      u.created_ms = s.start_ms - static_cast<int64_t>(urng.Uniform(0.2, c.max_age_days) * kDayMs);
+      u.created_ms = std::max<int64_t>(
+          0, s.start_ms - static_cast<int64_t>(urng.Uniform(0.2, c.max_age_days) * kDayMs));
     }
     m.bots.emplace_back(b0, static_cast<uint32_t>(m.users.size()));
   }
@@ -760,7 +817,11 @@ Result<std::unique_ptr<Generator>> Generator::Create(const Scenario& scenario) {
   }
   m.events.resize(s.events.size());
   for (size_t e = 0; e < s.events.size(); ++e) {
-    const EventSpec& spec = s.events[e];
+    EventSpec& spec = m.s.events[e];
+    if (spec.peak_share > 0) {
+      spec.peak_per_min =
+          spec.peak_share * m.BackgroundRate(m.start_ms + spec.onset_ms + spec.rise_ms);
+    }
     auto& st = m.events[e];
     st.onset = m.start_ms + spec.onset_ms;
     st.peak = st.onset + spec.rise_ms;
@@ -892,6 +953,7 @@ void AppendLabelJson(const SimPost& sp, const Scenario& s, std::string* out) {
     out->append("null");
   }
   out->append(l.repost ? ",\"repost\":true" : ",\"repost\":false");
+  out->append(l.copy ? ",\"copy\":true" : ",\"copy\":false");
   out->append(",\"keywords\":[");
   for (size_t i = 0; i < l.keywords.size(); ++i) {
     const KeywordSpan& k = l.keywords[i];

@@ -11,7 +11,8 @@
 //    x^k e^{k(1-x)} or log-normal) and decaying exponentially with half_life; posts carry the
 //    event's phrase (phrase_share of {phrase} slots, else a key term), its terms and category
 //    words; the first three come from verified accounts, later ones from the whole population
-//    (organic, diverse authors); a share are reposts of earlier event posts with a short comment.
+//    (organic, diverse authors); a share are reposts of earlier event posts with a short comment,
+//    a share copies of one with a small edit at the end (near-duplicates that are not reposts).
 //  * Spam: bursts (on/off) of near-identical template posts from a ring of young, low-follower,
 //    unverified bot accounts pushing the campaign's phrase; bots repost each other.
 //  * Engagement (likes, comments, reposts) grows with followers^0.75 and with event heat.
@@ -60,6 +61,7 @@ struct PostLabel {
   int event = -1;  // index into scenario.events, or -1
   int spam = -1;   // index into scenario.spam, or -1
   bool repost = false;
+  bool copy = false;  // an original copying an earlier post's text with a small edit at the end
   std::vector<KeywordSpan> keywords;
 };
 
@@ -104,7 +106,7 @@ class Generator {
 
 // One label line (JSON, no newline):
 // {"id":"p1","category":"科技","sentiment":"pos","event":"e01","spam":null,"repost":false,
-//  "keywords":[{"start":0,"end":14,"kind":"phrase","text":"AI推理革命"}]}
+//  "copy":false,"keywords":[{"start":0,"end":14,"kind":"phrase","text":"AI推理革命"}]}
 // start/end are byte offsets into the post's text.
 void AppendLabelJson(const SimPost& post, const Scenario& scenario, std::string* out);
 

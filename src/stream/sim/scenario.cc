@@ -62,13 +62,26 @@ bool ParseClock(std::string_view s, int64_t* out) {
 
 struct Source {
   std::string name;
+  std::string_view text;  // for columns in characters (yaml-cpp counts bytes)
 };
+
+// 1-based column in code points of byte offset `pos`.
+int CharColumn(const Source& src, const YAML::Mark& m) {
+  if (m.pos < 0 || static_cast<size_t>(m.pos) > src.text.size()) return m.column + 1;
+  const size_t line_start = src.text.rfind('\n', m.pos == 0 ? 0 : m.pos - 1);
+  size_t i = line_start == std::string_view::npos || m.pos == 0 ? 0 : line_start + 1;
+  int col = 1;
+  for (; i < static_cast<size_t>(m.pos); ++i) {
+    col += (static_cast<unsigned char>(src.text[i]) & 0xC0) != 0x80;
+  }
+  return col;
+}
 
 std::string Where(const Source& src, const YAML::Node& node) {
   if (!node.IsDefined()) return src.name;
   const YAML::Mark m = node.Mark();
   if (m.line < 0) return src.name;
-  return fmt::format("{}:{}:{}", src.name, m.line + 1, m.column + 1);
+  return fmt::format("{}:{}:{}", src.name, m.line + 1, CharColumn(src, m));
 }
 
 std::string Describe(const YAML::Node& n) {
@@ -102,8 +115,13 @@ class Map {
   }
 
   Status CheckKeys(std::initializer_list<std::string_view> known) const {
+    std::set<std::string> seen;
     for (auto it = node_.begin(); it != node_.end(); ++it) {
       const std::string key = it->first.Scalar();
+      if (!seen.insert(key).second) {
+        return InvalidArgumentError("{}: field '{}' is given twice", Where(*src_, it->first),
+                                    FieldPath(key));
+      }
       if (std::find(known.begin(), known.end(), key) == known.end()) {
         std::string list;
         for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
@@ -280,10 +298,14 @@ Status ReadUsers(const Map& m, UserModel* u) {
   }
   if (m.Has("age")) {
     SURGE_ASSIGN_OR_RETURN(Map a, m.Sub("age"));
-    SURGE_RETURN_IF_ERROR(a.CheckKeys({"median_days", "sigma", "min_days"}));
+    SURGE_RETURN_IF_ERROR(a.CheckKeys({"median_days", "sigma", "min_days", "max_days"}));
     SURGE_RETURN_IF_ERROR(a.Double("median_days", &u->age.median_days, 1, 1e5));
     SURGE_RETURN_IF_ERROR(a.Double("sigma", &u->age.sigma, 0, 5));
     SURGE_RETURN_IF_ERROR(a.Double("min_days", &u->age.min_days, 0, 1e5));
+    SURGE_RETURN_IF_ERROR(a.Double("max_days", &u->age.max_days, 1, 1e5));
+    if (u->age.max_days < u->age.min_days) {
+      return a.Error(a.Get("max_days"), "max_days", "must not be below min_days");
+    }
   }
   return Status::Ok();
 }
@@ -327,16 +349,24 @@ Status CheckCategory(const Map& m, const std::vector<CategorySpec>& cats, const 
                  fmt::format("unknown category '{}' (categories: {})", c, list));
 }
 
-Status ReadEvents(const Map& top, const Scenario& s, std::vector<EventSpec>* out) {
+// Events and campaigns that the default scenario supplies but that start after a shorter
+// duration set by the file are left out; the file's own must fit.
+Status ReadEvents(const Map& top, const Scenario& s, bool inherited, std::vector<EventSpec>* out) {
   std::vector<EventSpec> events;
   std::set<std::string> ids;
   SURGE_RETURN_IF_ERROR(ForEachItem(top, "events", [&](const Map& m, size_t) -> Status {
-    SURGE_RETURN_IF_ERROR(m.CheckKeys(
-        {"id", "phrase", "terms", "category", "onset", "rise", "half_life", "peak_per_minute",
-         "shape", "shape_param", "sentiment", "repost_share", "hashtag_share", "phrase_share"}));
+    SURGE_RETURN_IF_ERROR(
+        m.CheckKeys({"id", "phrase", "terms", "category", "onset", "rise", "half_life",
+                     "peak_per_minute", "peak_share", "shape", "shape_param", "sentiment",
+                     "repost_share", "copy_share", "hashtag_share", "phrase_share"}));
     EventSpec e;
-    for (auto key : {"id", "phrase", "terms", "category", "onset", "peak_per_minute"}) {
+    for (auto key : {"id", "phrase", "terms", "category", "onset"}) {
       SURGE_RETURN_IF_ERROR(m.Require(key));
+    }
+    if (m.Has("peak_per_minute") == m.Has("peak_share")) {
+      return m.Error(m.node(), "peak_per_minute",
+                     "give exactly one of peak_per_minute (posts per minute at the peak) and "
+                     "peak_share (share of the background rate)");
     }
     SURGE_RETURN_IF_ERROR(m.String("id", &e.id));
     if (!ids.insert(e.id).second) {
@@ -347,6 +377,7 @@ Status ReadEvents(const Map& top, const Scenario& s, std::vector<EventSpec>* out
     SURGE_RETURN_IF_ERROR(m.String("category", &e.category));
     SURGE_RETURN_IF_ERROR(CheckCategory(m, s.categories, e.category));
     SURGE_RETURN_IF_ERROR(m.Duration("onset", &e.onset_ms, 0));
+    if (e.onset_ms >= s.duration_ms && inherited) return Status::Ok();
     if (e.onset_ms >= s.duration_ms) {
       return m.Error(m.Get("onset"), "onset",
                      fmt::format("onset {} ms is not before the end of the scenario ({} ms)",
@@ -355,6 +386,7 @@ Status ReadEvents(const Map& top, const Scenario& s, std::vector<EventSpec>* out
     SURGE_RETURN_IF_ERROR(m.Duration("rise", &e.rise_ms, 1000));
     SURGE_RETURN_IF_ERROR(m.Duration("half_life", &e.half_life_ms, 1000));
     SURGE_RETURN_IF_ERROR(m.Double("peak_per_minute", &e.peak_per_min, 1e-3, 1e7));
+    SURGE_RETURN_IF_ERROR(m.Double("peak_share", &e.peak_share, 1e-6, 100));
     if (m.Has("shape")) {
       std::string shape;
       SURGE_RETURN_IF_ERROR(m.String("shape", &shape));
@@ -371,6 +403,7 @@ Status ReadEvents(const Map& top, const Scenario& s, std::vector<EventSpec>* out
     SURGE_RETURN_IF_ERROR(m.Double("shape_param", &e.shape_param, 0.05, 20));
     SURGE_RETURN_IF_ERROR(m.Mix("sentiment", &e.sentiment));
     SURGE_RETURN_IF_ERROR(m.Double("repost_share", &e.repost_share, 0, 0.95));
+    SURGE_RETURN_IF_ERROR(m.Double("copy_share", &e.copy_share, 0, 0.95));
     SURGE_RETURN_IF_ERROR(m.Double("hashtag_share", &e.hashtag_share, 0, 1));
     SURGE_RETURN_IF_ERROR(m.Double("phrase_share", &e.phrase_share, 0, 1));
     events.push_back(std::move(e));
@@ -380,7 +413,7 @@ Status ReadEvents(const Map& top, const Scenario& s, std::vector<EventSpec>* out
   return Status::Ok();
 }
 
-Status ReadSpam(const Map& top, const Scenario& s, std::vector<SpamSpec>* out) {
+Status ReadSpam(const Map& top, const Scenario& s, bool inherited, std::vector<SpamSpec>* out) {
   std::vector<SpamSpec> spam;
   std::set<std::string> ids;
   for (const auto& e : s.events) ids.insert(e.id);
@@ -406,6 +439,7 @@ Status ReadSpam(const Map& top, const Scenario& s, std::vector<SpamSpec>* out) {
     if (c.end_ms <= c.start_ms) {
       return m.Error(m.Get("end"), "end", "a campaign must end after it starts");
     }
+    if (c.start_ms >= s.duration_ms && inherited) return Status::Ok();
     if (c.start_ms >= s.duration_ms) {
       return m.Error(m.Get("start"), "start",
                      fmt::format("start {} ms is not before the end of the scenario ({} ms)",
@@ -459,6 +493,7 @@ class TopLevel {
 
   const Map& For(std::string_view key) const { return user_.Has(key) ? user_ : def_; }
   const Map& user() const { return user_; }
+  bool Inherited(std::string_view key) const { return !user_.Has(key); }
 
  private:
   Map user_;
@@ -568,8 +603,8 @@ Status Read(const TopLevel& t, Scenario* s) {
     SURGE_RETURN_IF_ERROR(m.Templates("evergreen", &s->templates.evergreen, true));
     SURGE_RETURN_IF_ERROR(m.Templates("bump", &s->templates.bump, true));
   }
-  SURGE_RETURN_IF_ERROR(ReadEvents(t.For("events"), *s, &s->events));
-  SURGE_RETURN_IF_ERROR(ReadSpam(t.For("spam"), *s, &s->spam));
+  SURGE_RETURN_IF_ERROR(ReadEvents(t.For("events"), *s, t.Inherited("events"), &s->events));
+  SURGE_RETURN_IF_ERROR(ReadSpam(t.For("spam"), *s, t.Inherited("spam"), &s->spam));
   return Status::Ok();
 }
 
@@ -584,7 +619,7 @@ Result<YAML::Node> LoadYaml(std::string_view text, const Source& src) {
     return n;
   } catch (const YAML::Exception& e) {
     return InvalidArgumentError("{}:{}:{}: not valid YAML/JSON: {}", src.name, e.mark.line + 1,
-                                e.mark.column + 1, e.msg);
+                                CharColumn(src, e.mark), e.msg);
   }
 }
 
@@ -681,8 +716,8 @@ Result<std::pair<int64_t, int>> ParseTimestamp(std::string_view s) {
 }
 
 Result<Scenario> ParseScenario(std::string_view text, std::string_view source) {
-  static const Source kDefaultSource{"<default scenario>"};
-  const Source user_src{std::string(source)};
+  static const Source kDefaultSource{"<default scenario>", DefaultScenarioYaml()};
+  const Source user_src{std::string(source), text};
   SURGE_ASSIGN_OR_RETURN(YAML::Node def, LoadYaml(DefaultScenarioYaml(), kDefaultSource));
   SURGE_ASSIGN_OR_RETURN(YAML::Node user, LoadYaml(text, user_src));
   Scenario s;

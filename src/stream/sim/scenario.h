@@ -41,6 +41,7 @@ struct AgeModel {
   double median_days = 1400;  // log-normal median account age at `start`
   double sigma = 0.7;
   double min_days = 30;
+  double max_days = 5000;  // cap (the platform's age)
 };
 
 struct UserModel {
@@ -88,10 +89,14 @@ struct EventSpec {
   int64_t rise_ms = 300'000;       // onset to peak
   int64_t half_life_ms = 240'000;  // exponential decay after the peak
   double peak_per_min = 300;       // posts per minute at the peak
+  // Alternative to peak_per_min (exactly one is given): the peak as a share of the background
+  // rate at the peak time (rate_per_minute x diurnal), so the event scales with --rate.
+  double peak_share = 0;
   RiseShape shape = RiseShape::kGamma;
   double shape_param = 2.0;  // gamma: shape k; log-normal: sigma
   Sentiment sentiment{0.3, 0.5, 0.2};
   double repost_share = 0.35;
+  double copy_share = 0.1;     // originals copying a recent event post with a small edit
   double hashtag_share = 0.3;  // posts that start with #phrase#
   double phrase_share = 0.75;  // {phrase} slots that get the phrase (else a term)
 };
