@@ -156,7 +156,7 @@ std::function<int()> SetupTrends(CLI::App& sub) {
   sub.add_option("--threads", a->threads, "annotate threads (0: all cores)")->capture_default_str();
   sub.add_option("--shards", a->shards, "detect shards (threads)")->capture_default_str();
   sub.add_option("--half-life", a->half_life, "EWMA half-life in buckets (default 8)");
-  sub.add_option("--threshold", a->threshold, "significance to report (default 4)");
+  sub.add_option("--threshold", a->threshold, "significance to report (default 3.5)");
   sub.add_option("--beta", a->beta, "noise floor of the significance (default 3)");
   sub.add_flag("--no-new-words", a->no_new_words, "do not learn new phrases from the stream");
   sub.add_flag("--no-hmm", a->no_hmm, "segment without the HMM for unknown words");

@@ -62,7 +62,7 @@ struct DetectOptions {
   int64_t bucket_ms = 60000;
   double half_life_buckets = 8;  // of the EWMA/EWMVar
   double beta = 3;               // noise floor (weighted posts)
-  double threshold = 4;          // significance to report
+  double threshold = 3.5;        // significance to report
   double min_count = 6;          // weighted posts in the bucket to report
   double min_ratio = 1.5;        // ... and at least this many times the expectation (novelty)
   int64_t min_posts = 4;         // posts seen while tracked in the bucket

@@ -1,6 +1,7 @@
 #include "stream/hashtag.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "text/unicode.h"
@@ -151,7 +152,10 @@ Phrase BestPhrase(std::span<const std::string_view> texts, std::span<const SeedT
     for (const SeedTerm& s : seeds) {
       if (!s.text.empty() && text.find(s.text) != std::string::npos) w += s.weight;
     }
-    double score = support * w;
+    // A phrase that grew beyond its seed names the story better than the bare word.
+    double score =
+        support * w *
+        std::sqrt(static_cast<double>(chars) / static_cast<double>(CodePoints(seed.text)));
     bool better = score > best.score ||
                   (score == best.score && (text.size() > best.text.size() ||
                                            (text.size() == best.text.size() && text < best.text)));

@@ -6,7 +6,8 @@
 // separator is crossed (white space, punctuation, '#', '@', symbols, emoji). A phrase that was cut
 // into pieces by the segmenter ("AI" "推理" "革命") grows back to its whole ("AI推理革命"); a
 // phrase stops where its contexts start to vary. Each grown phrase scores support x the summed
-// weights of the seed terms it contains; the best one wins (ties: longer, then smaller text).
+// weights of the seed terms it contains x sqrt(its length / its seed's length) (a grown phrase
+// names a story better than a bare word); the best one wins (ties: longer, then smaller text).
 //
 // NormalizeHashtag: full-width ASCII (U+FF01..U+FF5E) and the ideographic space are folded to
 // ASCII, '#' removed, white space collapsed to one ASCII space and trimmed, punctuation trimmed

@@ -21,6 +21,10 @@ size_t CodePoints(std::string_view s) {
   return n;
 }
 
+// How many times its expectation a candidate's count is (capped): what makes a word news rather
+// than chatter, and so what identifies a story across buckets.
+double Novelty(const Candidate& c) { return std::min(c.count / std::max(c.ewma, 1.0), 100.0); }
+
 struct Node {
   const Candidate* c = nullptr;
   uint64_t terms[2] = {0, 0};
@@ -341,7 +345,7 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
     for (int i : cl.members) {
       for (int t = 0; t < nodes[i].nterms; ++t) {
         double& x = w[nodes[i].terms[t]];
-        x = std::max(x, nodes[i].weight);
+        x = std::max(x, Novelty(*nodes[i].c));
       }
     }
     return w;
@@ -433,6 +437,7 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
     for (auto& [h, term] : t.terms) term.weight *= 0.5;
     double d = 0, max_score = 0, excess = 0, novelty = 0;
     int rep = -1;
+    double rep_novelty = 0;
     bool has_term_node = false;
     for (int i : t.nodes) has_term_node |= !nodes[i].c->is_pair();
     int64_t posts = 0, young = 0, dups = 0;
@@ -445,7 +450,7 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
       (void)authors.Merge(c.authors);
       auto add = [&](uint64_t h, const std::string& text) {
         auto& x = t.terms[h];
-        x.weight += c.count;
+        x.weight += Novelty(c);
         if (x.text.empty()) x.text = text;
       };
       add(c.term_a, c.text);
@@ -455,10 +460,15 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
       young += c.young;
       dups += c.duplicates;
       quality += c.quality_sum;
-      excess = std::max(excess, c.count - c.ewma);
-      if (c.count > d) {
+      // Chatter attached to a story (words every story's posts use, which rise with all of them)
+      // must not speak for it: the representative is the story's most distinctive word, the one
+      // furthest above its expectation (ties: more posts).
+      if (Novelty(c) >= 1.5) excess = std::max(excess, c.count - c.ewma);
+      const double nv = Novelty(c);
+      if (rep < 0 || nv > rep_novelty || (nv == rep_novelty && c.count > d)) {
         d = c.count;
         rep = i;
+        rep_novelty = nv;
       }
     }
     if (rep < 0) continue;

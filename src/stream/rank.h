@@ -25,7 +25,9 @@
 //    ends.
 // 4. Heat, in the spirit of Weibo's rule (discussion + reach) x interaction rate, boosted by
 //    significance and velocity:
-//      D  = the topic's discussion: the largest weighted count of its terms this bucket
+//      D  = the topic's discussion: the weighted count this bucket of its representative term,
+//           the one furthest above its expectation (count / ewma), not a common word that rises
+//           with every story
 //      heat = D * (1 + reach_weight * mean log1p(followers))
 //               * (1 + interaction_weight * log1p(mean reposts + comments + likes))
 //               * (1 + max score / score_scale)
