@@ -18,6 +18,8 @@ struct TrendsArgs {
   std::string source = "posts.jsonl";
   std::string out = "trends.jsonl";
   std::string model;
+  std::string serve;
+  std::string serve_model;
   std::string bucket = "60s";
   int top_k = 10;
   std::string dead_letter;
@@ -87,6 +89,13 @@ int RunTrends(const TrendsArgs& a) {
   if (a.threshold > 0) o.detect.threshold = a.threshold;
   if (a.beta > 0) o.detect.beta = a.beta;
   o.annotate.model_dir = a.model;
+  if (!a.serve.empty() && a.model.empty()) {
+    return Fail(InvalidArgumentError(
+        "--serve needs --model DIR too: the folder's surge_model.json and vocab.txt describe the "
+        "served model"));
+  }
+  o.annotate.model.remote = a.serve;
+  o.annotate.model.remote_model = a.serve_model;
   o.annotate.new_words = !a.no_new_words;
   o.annotate.hmm = !a.no_hmm;
   o.annotate.dict_path = a.dict;
@@ -126,7 +135,8 @@ int RunTrends(const TrendsArgs& a) {
         "trends: {} posts from {} ({} records) in {:.2f} s = {:.0f} posts/s, {} threads, {}\n",
         h.posts, (*source)->name(), h.records_read, h.wall_seconds, h.posts_per_second,
         (*pipeline)->options().threads,
-        h.model ? "model " + h.model_name : "lexical path (no model)");
+        h.model ? "model " + h.model_name + (a.serve.empty() ? "" : " on " + a.serve)
+                : "lexical path (no model)");
     os << fmt::format("buckets: {} of {} ms, {} trend updates written to {}\n", h.buckets,
                       o.detect.bucket_ms, (*sink)->updates_written(), a.out);
     std::string kinds;
@@ -149,6 +159,10 @@ std::function<int()> SetupTrends(CLI::App& sub) {
   sub.add_option("--out", a->out, "trend updates (JSONL, '-' for stdout)")->capture_default_str();
   sub.add_option("--model", a->model,
                  "model folder (model.onnx, vocab.txt, surge_model.json); default: lexical only");
+  sub.add_option("--serve", a->serve,
+                 "run the model on surge serve instead of in process: grpc://HOST:PORT");
+  sub.add_option("--serve-model", a->serve_model,
+                 "the model's name on the server (default: the --model folder's name)");
   sub.add_option("--bucket", a->bucket, "bucket width (60s, 1m, 500ms)")->capture_default_str();
   sub.add_option("--top-k", a->top_k, "topics per hot list")->capture_default_str();
   sub.add_option("--dead-letter", a->dead_letter,

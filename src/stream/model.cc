@@ -1,14 +1,18 @@
 #include "stream/model.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/logging.h"
 #include "core/mmap_file.h"
 #include "engine/builder/builder.h"
+#include "serve/proto/grpc_service.grpc.pb.h"
 
 namespace surge::stream {
 namespace {
@@ -38,6 +42,13 @@ void Softmax(const float* in, int n, float* out) {
 }
 
 }  // namespace
+
+struct ModelRunner::Remote {
+  std::string address;  // host:port
+  std::string model;
+  int timeout_ms = 10000;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub;  // thread-safe
+};
 
 Result<ModelContract> ParseModelContract(std::string_view text, std::string_view source) {
   json j = json::parse(text, nullptr, false);
@@ -118,7 +129,9 @@ Result<std::shared_ptr<const ModelRunner>> ModelRunner::Load(const std::string& 
         "categories, output names)",
         dir);
   }
-  if (!fs::exists(onnx_path)) return NotFoundError("model folder '{}' has no model.onnx", dir);
+  if (options.remote.empty() && !fs::exists(onnx_path)) {
+    return NotFoundError("model folder '{}' has no model.onnx", dir);
+  }
   SURGE_ASSIGN_OR_RETURN(std::string contract_text, ReadFileToString(contract_path));
   std::unique_ptr<ModelRunner> r(new ModelRunner());
   r->dir_ = dir;
@@ -134,6 +147,80 @@ Result<std::shared_ptr<const ModelRunner>> ModelRunner::Load(const std::string& 
   if (options.max_batch < 1 || options.max_batch > 4096) {
     return InvalidArgumentError("model batch size {} outside 1..4096", options.max_batch);
   }
+  if (!options.remote.empty()) {
+    SURGE_RETURN_IF_ERROR(r->ConnectRemote());
+  } else {
+    SURGE_RETURN_IF_ERROR(r->BuildLocal(onnx_path));
+  }
+  // One warm-up row checks the output shapes end to end and tells the embedding width.
+  {
+    SURGE_ASSIGN_OR_RETURN(auto session, r->NewSession());
+    ModelOutputs probe;
+    std::string_view text = "warm up";
+    Status st = session->Run({&text, 1}, &probe);
+    if (!st.ok()) {
+      return st.WithContext(r->remote_ ? fmt::format("model '{}' on {} (warm-up)",
+                                                     r->remote_->model, r->remote_->address)
+                                       : fmt::format("model '{}' warm-up", onnx_path));
+    }
+    r->hidden_ = probe.hidden;
+  }
+  if (r->remote_) {
+    SURGE_LOG_INFO(
+        "model {}: inference on surge serve at {} (model '{}', batch <= {}), {} "
+        "categories, embedding {}",
+        dir, r->remote_->address, r->remote_->model, r->options_.max_batch, c.categories.size(),
+        r->hidden_);
+  } else {
+    SURGE_LOG_INFO(
+        "model {}: plan built in {:.0f} ms ({} backend, batch <= {}, seq <= {}, {} "
+        "categories, embedding {})",
+        dir, r->build_ms_, options.backend, options.max_batch, c.max_length, c.categories.size(),
+        r->hidden_);
+  }
+  return std::shared_ptr<const ModelRunner>(std::move(r));
+}
+
+Status ModelRunner::ConnectRemote() {
+  const std::string& url = options_.remote;
+  constexpr std::string_view kScheme = "grpc://";
+  if (url.rfind(kScheme, 0) != 0 || url.size() == kScheme.size()) {
+    return InvalidArgumentError("remote model '{}': expected grpc://HOST:PORT", url);
+  }
+  remote_ = std::make_shared<Remote>();
+  remote_->address = url.substr(kScheme.size());
+  remote_->model =
+      options_.remote_model.empty() ? fs::path(dir_).filename().string() : options_.remote_model;
+  if (remote_->model.empty()) remote_->model = fs::path(dir_).parent_path().filename().string();
+  remote_->timeout_ms = std::max(1, options_.remote_timeout_ms);
+  auto channel = grpc::CreateChannel(remote_->address, grpc::InsecureChannelCredentials());
+  remote_->stub = inference::GRPCInferenceService::NewStub(channel);
+  inference::ModelConfigRequest q;
+  q.set_name(remote_->model);
+  inference::ModelConfigResponse a;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(remote_->timeout_ms));
+  grpc::Status st = remote_->stub->ModelConfig(&ctx, q, &a);
+  if (!st.ok()) {
+    return UnavailableError("surge serve at {}: model config of '{}' failed: {} ({})",
+                            remote_->address, remote_->model, st.error_message(),
+                            static_cast<int>(st.error_code()));
+  }
+  const int64_t mbs = a.config().max_batch_size();
+  if (mbs < 1) {
+    return InvalidArgumentError(
+        "surge serve at {}: model '{}' has max_batch_size {}; the annotate stage sends batches "
+        "[batch, seq], so it needs a batching model (max_batch_size >= 1)",
+        remote_->address, remote_->model, mbs);
+  }
+  options_.max_batch = static_cast<int>(std::min<int64_t>(options_.max_batch, mbs));
+  return Status::Ok();
+}
+
+Status ModelRunner::BuildLocal(const std::string& onnx_path) {
+  const ModelContract& c = contract_;
+  const ModelOptions& options = options_;
   engine::BuilderConfig config;
   config.backend = options.backend;
   config.num_threads = options.threads;
@@ -152,14 +239,14 @@ Result<std::shared_ptr<const ModelRunner>> ModelRunner::Load(const std::string& 
       {reinterpret_cast<const uint8_t*>(plan->data()), plan->size()});
   if (!eng.ok())
     return eng.status().WithContext(fmt::format("loading the plan of '{}'", onnx_path));
-  r->engine_ = std::move(*eng);
-  r->build_ms_ =
+  engine_ = std::move(*eng);
+  build_ms_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
   // The contract's inputs and outputs must be there.
   for (const char* name : {"input_ids", "attention_mask", "token_type_ids"}) {
     bool found = false;
-    for (const auto& in : r->engine_->inputs()) found |= in.name == name;
+    for (const auto& in : engine_->inputs()) found |= in.name == name;
     if (!found) {
       return InvalidArgumentError(
           "model '{}' has no input '{}' (the contract needs input_ids, "
@@ -168,7 +255,7 @@ Result<std::shared_ptr<const ModelRunner>> ModelRunner::Load(const std::string& 
     }
   }
   auto rank_of = [&](const std::string& name) -> int {
-    for (const auto& o : r->engine_->outputs()) {
+    for (const auto& o : engine_->outputs()) {
       if (o.name == name) return static_cast<int>(o.shape.size());
     }
     return -1;
@@ -192,27 +279,15 @@ Result<std::shared_ptr<const ModelRunner>> ModelRunner::Load(const std::string& 
                                   *w.name, rank, w.what);
     }
   }
-  // One warm-up row checks the output shapes end to end and tells the embedding width.
-  {
-    SURGE_ASSIGN_OR_RETURN(auto session, r->NewSession());
-    ModelOutputs probe;
-    std::string_view text = "warm up";
-    Status st = session->Run({&text, 1}, &probe);
-    if (!st.ok()) return st.WithContext(fmt::format("model '{}' warm-up", onnx_path));
-    r->hidden_ = probe.hidden;
-  }
-  SURGE_LOG_INFO(
-      "model {}: plan built in {:.0f} ms ({} backend, batch <= {}, seq <= {}, {} "
-      "categories, embedding {})",
-      dir, r->build_ms_, options.backend, options.max_batch, c.max_length, c.categories.size(),
-      r->hidden_);
-  return std::shared_ptr<const ModelRunner>(std::move(r));
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<ModelSession>> ModelRunner::NewSession() const {
   std::unique_ptr<ModelSession> s(new ModelSession());
   s->runner_ = this;
-  SURGE_ASSIGN_OR_RETURN(s->ctx_, engine_->CreateContext());
+  if (!remote_) {
+    SURGE_ASSIGN_OR_RETURN(s->ctx_, engine_->CreateContext());
+  }
   return s;
 }
 
@@ -274,7 +349,7 @@ Status ModelSession::RunBatch(std::span<const size_t> rows, int64_t seq, ModelOu
   inputs.emplace("input_ids", std::move(ids));
   inputs.emplace("attention_mask", std::move(mask));
   inputs.emplace("token_type_ids", std::move(types));
-  SURGE_ASSIGN_OR_RETURN(engine::TensorMap outputs, ctx_->Run(inputs));
+  SURGE_ASSIGN_OR_RETURN(engine::TensorMap outputs, Infer(std::move(inputs)));
   auto get = [&](const std::string& name, int64_t dim1, const char* what) -> Result<const Tensor*> {
     auto it = outputs.find(name);
     if (it == outputs.end()) return InternalError("model output '{}' missing", name);
@@ -323,6 +398,55 @@ Status ModelSession::RunBatch(std::span<const size_t> rows, int64_t seq, ModelOu
     }
   }
   return Status::Ok();
+}
+
+Result<engine::TensorMap> ModelSession::Infer(engine::TensorMap inputs) {
+  if (!runner_->remote_) return ctx_->Run(inputs);
+  const ModelRunner::Remote& rm = *runner_->remote_;
+  const ModelContract& c = runner_->contract_;
+  inference::ModelInferRequest q;
+  q.set_model_name(rm.model);
+  for (auto& [name, t] : inputs) {
+    auto* in = q.add_inputs();
+    in->set_name(name);
+    in->set_datatype("INT64");
+    for (int64_t d : t.shape()) in->add_shape(d);
+    q.add_raw_input_contents(static_cast<const char*>(t.data()), t.nbytes());
+  }
+  for (const std::string* name :
+       {&c.category_output, &c.sentiment_output, &c.keyword_output, &c.embedding_output}) {
+    q.add_outputs()->set_name(*name);
+  }
+  inference::ModelInferResponse a;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(rm.timeout_ms));
+  grpc::Status st = rm.stub->ModelInfer(&ctx, q, &a);
+  if (!st.ok()) {
+    return UnavailableError("surge serve at {}: inference on '{}' failed: {}", rm.address, rm.model,
+                            st.error_message());
+  }
+  if (a.raw_output_contents_size() != a.outputs_size()) {
+    return InternalError("surge serve at {}: {} outputs but {} raw output buffers", rm.address,
+                         a.outputs_size(), a.raw_output_contents_size());
+  }
+  engine::TensorMap out;
+  for (int i = 0; i < a.outputs_size(); ++i) {
+    const auto& o = a.outputs(i);
+    if (o.datatype() != "FP32") {
+      return InvalidArgumentError("surge serve at {}: output '{}' is {}, expected FP32", rm.address,
+                                  o.name(), o.datatype());
+    }
+    Shape shape(o.shape().begin(), o.shape().end());
+    Tensor t(DType::kFloat32, shape);
+    const std::string& raw = a.raw_output_contents(i);
+    if (raw.size() != t.nbytes()) {
+      return InvalidArgumentError("surge serve at {}: output '{}' has {} bytes for shape {}",
+                                  rm.address, o.name(), raw.size(), ShapeToString(shape));
+    }
+    std::memcpy(t.data(), raw.data(), raw.size());
+    out.emplace(o.name(), std::move(t));
+  }
+  return out;
 }
 
 }  // namespace surge::stream

@@ -22,7 +22,15 @@
 // ["pos","neu","neg"]); unknown keys are ignored.
 //
 // ModelRunner::Load builds a plan with Surge's engine (profile: batch 1..max_batch, seq
-// 1..max_length) and checks that the outputs exist with the right ranks. Inference runs in
+// 1..max_length) and checks that the outputs exist with the right ranks.
+//
+// Remote path: with ModelOptions::remote = "grpc://HOST:PORT" the network runs in `surge serve`
+// (KServe v2 gRPC, inference.GRPCInferenceService/ModelInfer) under the name remote_model
+// (default: the folder's name); the folder still supplies the contract and the vocabulary, and
+// tokenisation and the mapping of keyword logits to words stay local. Batches are cut to the
+// server's max_batch_size (ModelConfig); each call has a deadline of remote_timeout_ms. A server
+// that cannot be reached, lacks the model or answers with other outputs fails Load (warm-up)
+// with the address, model and what was wrong. Inference runs in
 // length-bucketed batches: texts are sorted by token count and cut into batches of at most
 // max_batch whose padded length is the longest row, rounded up to a multiple of 8.
 //
@@ -60,7 +68,10 @@ Result<ModelContract> ParseModelContract(std::string_view json, std::string_view
 struct ModelOptions {
   std::string backend = "cpu";
   int max_batch = 64;
-  int threads = 1;  // engine threads per session (0: all cores)
+  int threads = 1;           // engine threads per session (0: all cores)
+  std::string remote;        // "grpc://host:port": infer on surge serve instead of in process
+  std::string remote_model;  // model name on the server (default: the folder's name)
+  int remote_timeout_ms = 10000;
 };
 
 // Per text: a keyword probability for a byte range of the text (one WordPiece token).
@@ -86,6 +97,7 @@ class ModelRunner {
   static Result<std::shared_ptr<const ModelRunner>> Load(const std::string& dir,
                                                          const ModelOptions& options = {});
   const ModelContract& contract() const { return contract_; }
+  bool remote() const { return remote_ != nullptr; }
   const std::string& dir() const { return dir_; }
   int hidden() const { return hidden_; }
   double build_ms() const { return build_ms_; }
@@ -95,11 +107,15 @@ class ModelRunner {
  private:
   friend class ModelSession;
   ModelRunner() = default;
+  Status BuildLocal(const std::string& onnx_path);
+  Status ConnectRemote();
   std::string dir_;
   ModelContract contract_;
   ModelOptions options_;
   std::unique_ptr<text::BertTokenizer> tokenizer_;
   std::shared_ptr<const engine::Engine> engine_;
+  struct Remote;
+  std::shared_ptr<Remote> remote_;  // set on the remote path
   int hidden_ = 0;
   double build_ms_ = 0;
 };
@@ -117,6 +133,7 @@ class ModelSession {
   friend class ModelRunner;
   ModelSession() = default;
   Status RunBatch(std::span<const size_t> rows, int64_t seq, ModelOutputs* out);
+  Result<engine::TensorMap> Infer(engine::TensorMap inputs);
 
   const ModelRunner* runner_ = nullptr;
   std::unique_ptr<engine::ExecutionContext> ctx_;

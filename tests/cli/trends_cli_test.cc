@@ -1,5 +1,6 @@
 // Runs `surge trends` the way a user would: defaults, stdin/stdout, dead letters, bad flags.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -155,6 +156,69 @@ TEST_F(TrendsCli, BadFlagsAndInputsAreClearErrors) {
     EXPECT_NE(r.out.find(c.mentions), std::string::npos) << c.args << "\n" << r.out;
   }
   EXPECT_FALSE(fs::exists(dir_ / "trends.jsonl.partial"));
+}
+
+}  // namespace
+
+// The model path in process and through `surge serve` (KServe v2 gRPC) give the same trends.
+namespace {
+
+class TrendsRemoteCli : public TrendsCli {};
+
+TEST_F(TrendsRemoteCli, ServedModelMatchesTheInProcessModel) {
+  const std::string fixture = std::string(SURGE_SOURCE_DIR) + "/tests/fixtures/stream_model";
+  fs::create_directories(dir_ / "repo/stream_model/1");
+  fs::copy_file(fixture + "/model.onnx", dir_ / "repo/stream_model/1/model.onnx");
+  std::ofstream(dir_ / "repo/stream_model/config.pbtxt")
+      << "name: \"stream_model\"\nmax_batch_size: 64\n";
+  // Start the server on free ports; it prints "surge serve: ready ... grpc=PORT" when listening.
+  const std::string log = (dir_ / "serve.log").string();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    freopen(log.c_str(), "w", stdout);
+    freopen(log.c_str(), "a", stderr);
+    const std::string repo = (dir_ / "repo").string(), cache = (dir_ / "cache").string();
+    execl(kSurge.c_str(), kSurge.c_str(), "serve", "--model-repository", repo.c_str(),
+          "--grpc-port", "0", "--http-port", "0", "--metrics-port", "0", "--model-cache-dir",
+          cache.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::string port;
+  for (int i = 0; i < 200 && port.empty(); ++i) {
+    usleep(50 * 1000);
+    std::ifstream in(log);
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    size_t at = all.find("grpc=");
+    if (at != std::string::npos) {
+      size_t end = all.find_first_not_of("0123456789", at + 5);
+      if (end != std::string::npos) port = all.substr(at + 5, end - at - 5);
+    }
+  }
+  ASSERT_FALSE(port.empty()) << "surge serve did not start";
+  RunResult local = Shell(InDir("--threads 1 --model " + fixture + " --out local.jsonl 2>&1"));
+  RunResult remote = Shell(InDir("--threads 1 --model " + fixture +
+                                 " --serve grpc://127.0.0.1:" + port + " --out remote.jsonl 2>&1"));
+  RunResult missing =
+      Shell(InDir("--threads 1 --model " + fixture + " --serve grpc://127.0.0.1:" + port +
+                  " --serve-model nope --out x.jsonl 2>&1"));
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_EQ(local.code, 0) << local.out;
+  ASSERT_EQ(remote.code, 0) << remote.out;
+  EXPECT_NE(remote.out.find("on grpc://127.0.0.1:" + port), std::string::npos) << remote.out;
+  auto read = [&](const char* name) {
+    std::ifstream in(dir_ / name);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  EXPECT_FALSE(read("local.jsonl").empty());
+  EXPECT_EQ(read("local.jsonl"), read("remote.jsonl"));
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.out.find("'nope'"), std::string::npos) << missing.out;
+  RunResult no_model = Shell(InDir("--serve grpc://127.0.0.1:1 2>&1"));
+  EXPECT_NE(no_model.code, 0);
+  EXPECT_NE(no_model.out.find("--serve needs --model"), std::string::npos) << no_model.out;
 }
 
 }  // namespace
