@@ -35,7 +35,7 @@ struct NewWordSet {
 
 struct NewWordLearnerOptions {
   size_t window_posts = 4000;    // posts in the detector's window
-  int sample_every = 32;         // offer one post in this many to the detector
+  int sample_every = 64;         // offer one post in this many to the detector
   int64_t refresh_every = 8000;  // offered posts between two publications
   size_t max_words = 200;        // phrases published
   int64_t min_count = 8;

@@ -56,9 +56,16 @@ Result<bool> JsonlSource::Fill() {
 }
 
 Result<bool> JsonlSource::Read(RecordBlock* block, size_t max_records) {
-  // The block's bytes are the complete lines handed out; copy them once, in one piece.
+  // The block's bytes are the complete lines handed out, copied a contiguous run of lines at a
+  // time (not line by line): [run_begin, run_end) of buf_ goes to data at offset run_base.
   size_t taken = 0;
   std::string& data = block->data;
+  size_t run_begin = std::string::npos, run_end = 0, run_base = 0;
+  auto flush = [&] {
+    if (run_begin == std::string::npos) return;
+    data.append(buf_.data() + run_begin, run_end - run_begin);
+    run_begin = std::string::npos;
+  };
   while (taken < max_records) {
     const char* base = buf_.data();
     const char* nl =
@@ -84,6 +91,7 @@ Result<bool> JsonlSource::Read(RecordBlock* block, size_t max_records) {
         begin_ = buf_.size();
       }
       if (eof_) break;
+      flush();  // Fill() moves the buffer
       SURGE_ASSIGN_OR_RETURN(bool more, Fill());
       if (!more) {
         eof_ = true;
@@ -114,6 +122,7 @@ Result<bool> JsonlSource::Read(RecordBlock* block, size_t max_records) {
     }
     if (blank) continue;
     if (len > kMaxPostBytes) {
+      flush();
       SourceError e;
       e.kind = "too_large";
       e.line = line_;
@@ -124,16 +133,21 @@ Result<bool> JsonlSource::Read(RecordBlock* block, size_t max_records) {
       ++taken;
       continue;
     }
+    if (run_begin == std::string::npos) {
+      run_begin = start;
+      run_base = data.size();
+    }
     RawRecord r;
-    r.offset = static_cast<uint32_t>(data.size());
+    r.offset = static_cast<uint32_t>(run_base + (start - run_begin));
     r.size = static_cast<uint32_t>(len);
     r.line = line_;
     r.position = {0, offset};
-    data.append(base + start, len);
+    run_end = start + len;
     block->raw.push_back(r);
     ++taken;
-    if (data.size() > (64u << 20)) break;  // keep offsets in 32 bits with room to spare
+    if (run_base + (run_end - run_begin) > (64u << 20)) break;  // offsets stay well in 32 bits
   }
+  flush();
   return !(eof_ && begin_ >= buf_.size());
 }
 
