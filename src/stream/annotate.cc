@@ -128,6 +128,10 @@ void Annotator::AnnotatePost(const Post& p, AnnotatedBlock* out) {
   a.id_off = static_cast<uint32_t>(out->arena.size());
   a.id_len = static_cast<uint16_t>(id.size());
   out->arena.append(id);
+  std::string_view user = std::string_view(p.user.id).substr(0, 0xFFFF);
+  a.user_off = static_cast<uint32_t>(out->arena.size());
+  a.user_len = static_cast<uint16_t>(user.size());
+  out->arena.append(user);
   a.text_off = static_cast<uint32_t>(out->arena.size());
   a.text_len = static_cast<uint32_t>(p.text.size());
   out->arena.append(p.text);

@@ -48,10 +48,12 @@ void WriteSamples(const std::vector<Sample>& samples, ByteWriter* w) {
     w->Str(s.text);
     w->Varint(s.ordinal);
     w->U8(s.span);
+    w->Str(s.user);
+    w->Svarint(s.ts_ms);
   }
 }
 
-void ReadSamples(ByteReader* r, std::vector<Sample>* samples) {
+void ReadSamples(ByteReader* r, std::vector<Sample>* samples, uint8_t version) {
   size_t n = r->Count(12, "samples");
   samples->resize(n);
   for (Sample& s : *samples) {
@@ -60,6 +62,10 @@ void ReadSamples(ByteReader* r, std::vector<Sample>* samples) {
     s.text = r->Str();
     s.ordinal = static_cast<uint16_t>(r->Varint());
     s.span = r->U8();
+    if (version >= 2) {
+      s.user = r->Str();
+      s.ts_ms = r->Svarint();
+    }
   }
 }
 
@@ -71,8 +77,7 @@ void SealSnapshot(std::string_view tag, uint8_t version, std::string_view body, 
   AppendFrame(static_cast<uint8_t>(RecordKind::kSnapshot), version, payload, out);
 }
 
-Result<std::string_view> OpenSnapshot(std::string_view snapshot, std::string_view tag,
-                                      uint8_t max_version) {
+Result<Frame> OpenSnapshot(std::string_view snapshot, std::string_view tag, uint8_t max_version) {
   const std::string what = fmt::format("{} snapshot", tag);
   SURGE_ASSIGN_OR_RETURN(
       Frame f, ReadFrame(snapshot, static_cast<uint8_t>(RecordKind::kSnapshot), max_version, what));
@@ -82,7 +87,7 @@ Result<std::string_view> OpenSnapshot(std::string_view snapshot, std::string_vie
   if (got != tag) {
     return InvalidArgumentError("a {} snapshot where a {} snapshot was expected", got, tag);
   }
-  return f.payload.substr(r.position());
+  return Frame{f.version, f.payload.substr(r.position())};
 }
 
 std::string EncodeKey(uint64_t key) {
@@ -150,6 +155,7 @@ void EncodeTermBatch(const TermBatch& batch, std::string* out) {
     w.Varint(p.comments);
     w.Varint(p.likes);
     w.Str(b.Id(p));
+    w.Str(b.User(p));
     w.Str(b.PostText(p));
     w.Varint(p.flags);
     w.Svarint(p.category);
@@ -214,6 +220,7 @@ Result<TermBatch> DecodeTermBatch(std::string_view bytes) {
     p.comments = static_cast<uint32_t>(r.Varint());
     p.likes = static_cast<uint32_t>(r.Varint());
     std::string_view id = r.Str();
+    std::string_view user = f.version >= 2 ? r.Str() : std::string_view();
     std::string_view text = r.Str();
     p.flags = static_cast<uint16_t>(r.Varint());
     p.category = static_cast<int16_t>(r.Svarint());
@@ -222,6 +229,10 @@ Result<TermBatch> DecodeTermBatch(std::string_view bytes) {
     p.id_off = static_cast<uint32_t>(block->arena.size());
     p.id_len = static_cast<uint16_t>(id.size());
     block->arena.append(id);
+    if (user.size() > 0xFFFF) r.Fail("user id longer than 65535 bytes");
+    p.user_off = static_cast<uint32_t>(block->arena.size());
+    p.user_len = static_cast<uint16_t>(user.size());
+    block->arena.append(user);
     p.text_off = static_cast<uint32_t>(block->arena.size());
     p.text_len = static_cast<uint32_t>(text.size());
     block->arena.append(text);
@@ -273,7 +284,7 @@ void WriteCandidate(const Candidate& c, ByteWriter* w) {
   w->Svarint(c.first_seen_ms);
 }
 
-Status ReadCandidate(ByteReader* r, Candidate* c) {
+Status ReadCandidate(ByteReader* r, Candidate* c, uint8_t version) {
   c->key = r->U64();
   c->term_a = r->U64();
   c->term_b = r->U64();
@@ -290,7 +301,7 @@ Status ReadCandidate(ByteReader* r, Candidate* c) {
   r->PodVector(&c->embedding, "embedding");
   SURGE_RETURN_IF_ERROR(r->status());
   SURGE_ASSIGN_OR_RETURN(c->authors, HyperLogLog::Deserialize(r));
-  ReadSamples(r, &c->samples);
+  ReadSamples(r, &c->samples, version);
   c->first_seen_ms = r->Svarint();
   return r->status();
 }
@@ -343,7 +354,7 @@ Result<CandidateBatch> DecodeCandidateBatch(std::string_view bytes) {
   size_t n = r.Count(60, "candidates");
   b.candidates.resize(n);
   for (size_t i = 0; i < n && r.ok(); ++i) {
-    Status st = ReadCandidate(&r, &b.candidates[i]);
+    Status st = ReadCandidate(&r, &b.candidates[i], f.version);
     if (!st.ok()) return st;
   }
   SURGE_RETURN_IF_ERROR(r.Finish());

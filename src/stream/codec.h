@@ -31,8 +31,10 @@
 namespace surge::stream {
 
 enum class RecordKind : uint8_t { kTermBatch = 1, kCandidateBatch = 2, kSnapshot = 3 };
-inline constexpr uint8_t kTermBatchVersion = 1;
-inline constexpr uint8_t kCandidateBatchVersion = 1;
+// Version 2 (both): posts and samples carry the user id, samples their timestamp. Version 1
+// records still decode (without them).
+inline constexpr uint8_t kTermBatchVersion = 2;
+inline constexpr uint8_t kCandidateBatchVersion = 2;
 
 std::string EncodeKey(uint64_t key);
 Result<uint64_t> DecodeKey(std::string_view bytes);
@@ -46,10 +48,12 @@ Result<CandidateBatch> DecodeCandidateBatch(std::string_view bytes);
 // Pieces shared with snapshots.
 void WriteOffsets(const Offsets& offsets, ByteWriter* w);
 Offsets ReadOffsets(ByteReader* r);
+// `version` is the record format the bytes were written in (the current one when writing).
 void WriteCandidate(const Candidate& c, ByteWriter* w);
-Status ReadCandidate(ByteReader* r, Candidate* c);
+Status ReadCandidate(ByteReader* r, Candidate* c, uint8_t version = kCandidateBatchVersion);
 void WriteSamples(const std::vector<Sample>& samples, ByteWriter* w);
-void ReadSamples(ByteReader* r, std::vector<Sample>* samples);
+void ReadSamples(ByteReader* r, std::vector<Sample>* samples,
+                 uint8_t version = kCandidateBatchVersion);
 // A label list (category names); null and empty are the same.
 void WriteLabels(const std::vector<std::string>* labels, ByteWriter* w);
 std::shared_ptr<const std::vector<std::string>> ReadLabels(ByteReader* r);
@@ -57,8 +61,8 @@ std::shared_ptr<const std::vector<std::string>> ReadLabels(ByteReader* r);
 // Stage snapshots: a kSnapshot frame whose payload starts with the stage's tag ("detect",
 // "rank"). OpenSnapshot checks frame and tag and returns the payload after the tag.
 void SealSnapshot(std::string_view tag, uint8_t version, std::string_view body, std::string* out);
-Result<std::string_view> OpenSnapshot(std::string_view snapshot, std::string_view tag,
-                                      uint8_t max_version);
+// The body after the tag, and the snapshot's format version.
+Result<Frame> OpenSnapshot(std::string_view snapshot, std::string_view tag, uint8_t max_version);
 
 // For generic code (a Kafka channel template): Codec<T>::Encode / Codec<T>::Decode.
 template <typename T>

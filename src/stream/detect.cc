@@ -10,7 +10,7 @@
 namespace surge::stream {
 namespace {
 
-constexpr uint8_t kDetectSnapshotVersion = 1;
+constexpr uint8_t kDetectSnapshotVersion = 2;  // 2: samples with user and time
 constexpr std::string_view kDetectTag = "detect";
 
 int64_t FloorDiv(int64_t a, int64_t b) {
@@ -332,6 +332,8 @@ void DetectStage::Observe(uint64_t key, bool pair, const TermOcc& ta, const Term
       smp.post_key = p.key;
       smp.post_id.assign(b.Id(p));
       smp.text.assign(b.PostText(p));
+      smp.user.assign(b.User(p));
+      smp.ts_ms = p.ts_ms;
       smp.ordinal = ta.ordinal;
       smp.span = ta.span;
       s.insert(pos, std::move(smp));
@@ -543,9 +545,8 @@ void DetectStage::Snapshot(std::string* out) const {
 }
 
 Status DetectStage::Restore(std::string_view snapshot) {
-  SURGE_ASSIGN_OR_RETURN(std::string_view body,
-                         OpenSnapshot(snapshot, kDetectTag, kDetectSnapshotVersion));
-  ByteReader r(body, "detect snapshot");
+  SURGE_ASSIGN_OR_RETURN(Frame frame, OpenSnapshot(snapshot, kDetectTag, kDetectSnapshotVersion));
+  ByteReader r(frame.payload, "detect snapshot");
   int32_t shard = static_cast<int32_t>(r.Svarint());
   int32_t shards = static_cast<int32_t>(r.Svarint());
   int64_t bucket_ms = r.Svarint();
@@ -598,7 +599,7 @@ Status DetectStage::Restore(std::string_view snapshot) {
     r.PodVector(&t->embedding, "embedding");
     SURGE_RETURN_IF_ERROR(r.status());
     SURGE_ASSIGN_OR_RETURN(t->authors, HyperLogLog::Deserialize(&r));
-    ReadSamples(&r, &t->samples);
+    ReadSamples(&r, &t->samples, frame.version);
     uint64_t key = t->key;
     if (!s->tracked_.emplace(key, std::move(t)).second) r.Fail("a tracked key appears twice");
   }

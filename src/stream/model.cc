@@ -323,6 +323,31 @@ Status ModelSession::Run(std::span<const std::string_view> texts, ModelOutputs* 
   return Status::Ok();
 }
 
+void LatencyWindow::Add(double ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  constexpr size_t kSize = 1024;
+  if (ring_.size() < kSize) {
+    ring_.push_back(ms);
+  } else {
+    ring_[next_] = ms;
+    next_ = (next_ + 1) % kSize;
+  }
+}
+
+double LatencyWindow::Quantile(double q) const {
+  std::vector<double> v;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    v = ring_;
+  }
+  if (v.empty()) return 0;
+  // Nearest rank.
+  size_t rank = static_cast<size_t>(std::ceil(std::clamp(q, 0.0, 1.0) * v.size()));
+  size_t k = rank == 0 ? 0 : rank - 1;
+  std::nth_element(v.begin(), v.begin() + k, v.end());
+  return v[k];
+}
+
 Status ModelSession::RunBatch(std::span<const size_t> rows, int64_t seq, ModelOutputs* out) {
   const ModelRunner& r = *runner_;
   const ModelContract& c = r.contract_;
@@ -349,7 +374,10 @@ Status ModelSession::RunBatch(std::span<const size_t> rows, int64_t seq, ModelOu
   inputs.emplace("input_ids", std::move(ids));
   inputs.emplace("attention_mask", std::move(mask));
   inputs.emplace("token_type_ids", std::move(types));
+  auto t0 = std::chrono::steady_clock::now();
   SURGE_ASSIGN_OR_RETURN(engine::TensorMap outputs, Infer(std::move(inputs)));
+  runner_->latency_.Add(
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   auto get = [&](const std::string& name, int64_t dim1, const char* what) -> Result<const Tensor*> {
     auto it = outputs.find(name);
     if (it == outputs.end()) return InternalError("model output '{}' missing", name);

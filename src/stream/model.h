@@ -39,6 +39,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -92,6 +93,19 @@ struct ModelOutputs {
 
 class ModelSession;
 
+// Recent per-batch inference times (a ring of the last 1024), shared by a runner's sessions.
+class LatencyWindow {
+ public:
+  void Add(double ms);
+  // The q-quantile (0..1) of the times in the window; 0 when empty.
+  double Quantile(double q) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<double> ring_;
+  size_t next_ = 0;
+};
+
 class ModelRunner {
  public:
   static Result<std::shared_ptr<const ModelRunner>> Load(const std::string& dir,
@@ -101,6 +115,9 @@ class ModelRunner {
   const std::string& dir() const { return dir_; }
   int hidden() const { return hidden_; }
   double build_ms() const { return build_ms_; }
+  const LatencyWindow& latency() const { return latency_; }
+  // "cpu", "cuda", or the server's grpc:// address on the remote path.
+  std::string backend() const { return remote_ ? options_.remote : options_.backend; }
   // A session; the runner must outlive it.
   Result<std::unique_ptr<ModelSession>> NewSession() const;
 
@@ -118,6 +135,7 @@ class ModelRunner {
   std::shared_ptr<Remote> remote_;  // set on the remote path
   int hidden_ = 0;
   double build_ms_ = 0;
+  mutable LatencyWindow latency_;
 };
 
 class ModelSession {

@@ -26,6 +26,7 @@ struct Pipeline::State {
   std::atomic<int64_t> records_read{0};
   std::atomic<int64_t> posts{0};
   std::atomic<bool> failed{false};
+  std::atomic<int64_t> newest_ts_ms{INT64_MIN};
   DeadLetterSink* dead = nullptr;
 
   mutable std::mutex mu;  // guards everything below
@@ -81,6 +82,13 @@ PipelineHealth Pipeline::health() const {
     h.dead_letters_by_kind = s_->dead->counts();
   }
   h.posts_per_second = h.wall_seconds > 0 ? static_cast<double>(h.posts) / h.wall_seconds : 0;
+  if (const ModelRunner* m = res_->model()) h.inference_p99_ms = m->latency().Quantile(0.99);
+  if (int64_t newest = s_->newest_ts_ms.load(); newest != INT64_MIN) {
+    int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    h.lag_ms = static_cast<double>(now_ms - newest);
+  }
   if (!s_->latency.empty()) {
     auto lat = s_->latency;
     std::sort(lat.begin(), lat.end());
@@ -114,7 +122,11 @@ Status Pipeline::Run(PostSource* source, const std::vector<TrendSink*>& sinks,
   {
     std::lock_guard<std::mutex> lock(s.mu);
     s.health.model = res_->model() != nullptr;
-    if (res_->model()) s.health.model_name = res_->model()->dir();
+    if (res_->model()) {
+      s.health.model_name = res_->model()->dir();
+      s.health.backend = res_->model()->backend();
+    }
+    s.health.source = source->name();
   }
   const int workers = o_.threads <= 1 ? 0 : o_.threads;
   const int32_t shards = o_.detect_shards;
@@ -148,6 +160,9 @@ Status Pipeline::Run(PostSource* source, const std::vector<TrendSink*>& sinks,
   SURGE_ASSIGN_OR_RETURN(auto router, AnnotateStage::Create(res_, shards));
   std::vector<TermBatch> routed;
   auto emit_one = [&](std::shared_ptr<AnnotatedBlock> b) {
+    if (b->max_ts_ms != INT64_MIN && b->max_ts_ms > s.newest_ts_ms.load()) {
+      s.newest_ts_ms = b->max_ts_ms;
+    }
     routed.clear();
     router->Route(std::move(b), &routed);
     for (TermBatch& tb : routed) {

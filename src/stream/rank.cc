@@ -701,6 +701,12 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
     }
     ranks[t.name] = u.rank;
     t.listed = true;
+    std::vector<Sample> posts;
+    for (const Sample& s : r.samples) {
+      if (static_cast<int>(posts.size()) >= o_.sample_posts) break;
+      posts.push_back(s);
+    }
+    out->samples.push_back(std::move(posts));
     out->updates.push_back(std::move(u));
   }
   for (const auto& [name, r] : prev_ranks_) {
@@ -779,9 +785,8 @@ void RankStage::Snapshot(std::string* out) const {
 }
 
 Status RankStage::Restore(std::string_view snapshot) {
-  SURGE_ASSIGN_OR_RETURN(std::string_view body,
-                         OpenSnapshot(snapshot, kRankTag, kRankSnapshotVersion));
-  ByteReader r(body, "rank snapshot");
+  SURGE_ASSIGN_OR_RETURN(Frame frame, OpenSnapshot(snapshot, kRankTag, kRankSnapshotVersion));
+  ByteReader r(frame.payload, "rank snapshot");
   int32_t shards = static_cast<int32_t>(r.Svarint());
   SURGE_RETURN_IF_ERROR(r.status());
   if (shards != shards_) {

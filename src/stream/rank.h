@@ -71,8 +71,9 @@ namespace surge::stream {
 
 struct RankOptions {
   int top_k = 10;
-  int max_terms = 6;  // terms per update
-  int max_samples = 3;
+  int max_terms = 6;     // terms per update
+  int max_samples = 3;   // post ids per update
+  int sample_posts = 8;  // sample posts per update in HotList::samples
   int hashtag_max_chars = 20;
   double cluster_threshold = 0.3;
   double topic_match = 0.3;

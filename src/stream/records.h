@@ -121,6 +121,8 @@ struct AnnotatedPost {
   uint16_t id_len = 0;
   uint32_t text_off = 0;  // post text in the arena (for samples and hashtag phrases)
   uint32_t text_len = 0;
+  uint32_t user_off = 0;  // user id in the arena
+  uint16_t user_len = 0;
   uint16_t flags = 0;
   uint32_t term_begin = 0;  // into AnnotatedBlock::terms
   uint16_t term_count = 0;
@@ -142,6 +144,9 @@ struct AnnotatedBlock {
 
   std::string_view Text(const TermOcc& t) const { return {arena.data() + t.text_off, t.text_len}; }
   std::string_view Id(const AnnotatedPost& p) const { return {arena.data() + p.id_off, p.id_len}; }
+  std::string_view User(const AnnotatedPost& p) const {
+    return {arena.data() + p.user_off, p.user_len};
+  }
   std::string_view PostText(const AnnotatedPost& p) const {
     return {arena.data() + p.text_off, p.text_len};
   }
@@ -169,6 +174,8 @@ struct Sample {
   uint64_t post_key = 0;
   std::string post_id;
   std::string text;
+  std::string user;      // user id
+  int64_t ts_ms = 0;     // post time
   uint16_t ordinal = 0;  // of the term in the post
   uint8_t span = 1;
 };

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "stream/records.h"
 #include "stream/trend.h"
 
 namespace surge::stream {
@@ -26,6 +27,9 @@ struct HotList {
   int64_t bucket_end_ms = 0;           // = `updated` of every update
   std::vector<TrendUpdate> updates;    // ranks 1..n, best first
   std::vector<std::string> left_list;  // topic ids on the previous list but not on this one
+  // Per update (same order): sample posts of the topic this bucket (id, text, user, time), at
+  // most RankOptions::sample_posts, for a dashboard's topic view.
+  std::vector<std::vector<Sample>> samples;
 };
 
 // A snapshot of how the pipeline is doing (all counters since the start).
@@ -42,6 +46,12 @@ struct PipelineHealth {
   double posts_per_second = 0;  // posts / wall_seconds
   bool model = false;           // model path on
   std::string model_name;
+  std::string backend;          // "cpu", "cuda", "grpc://host:port" (served); "" without a model
+  double inference_p99_ms = 0;  // per-batch model latency over the last 1024 batches; 0 = none
+  std::string source;           // the post source's name
+  // Wall clock now minus the newest post time seen (ms): how far behind a live source the
+  // pipeline is. Meaningless for a replay of old or simulated posts.
+  double lag_ms = 0;
   int64_t live_topics = 0;
   int64_t tracked_keys = 0;  // over all detect shards
   size_t detect_memory_bytes = 0;

@@ -34,6 +34,10 @@ std::shared_ptr<AnnotatedBlock> MakeBlock() {
     p.id_off = static_cast<uint32_t>(b->arena.size());
     p.id_len = static_cast<uint16_t>(id.size());
     b->arena += id;
+    std::string user = "user" + std::to_string(i);
+    p.user_off = static_cast<uint32_t>(b->arena.size());
+    p.user_len = static_cast<uint16_t>(user.size());
+    b->arena += user;
     p.text_off = static_cast<uint32_t>(b->arena.size());
     p.text_len = static_cast<uint32_t>(strlen(texts[i]));
     b->arena += texts[i];
@@ -96,6 +100,7 @@ TEST(CodecTest, TermBatchCarriesEverythingItsPartitionNeeds) {
         ASSERT_NE(o, nullptr);
         EXPECT_EQ(d.Id(p), block->Id(*o));
         EXPECT_EQ(d.PostText(p), block->PostText(*o));
+        EXPECT_EQ(d.User(p), block->User(*o));
         EXPECT_EQ(p.repost_of, o->repost_of);
         EXPECT_EQ(p.ts_ms, o->ts_ms);
         EXPECT_EQ(p.quality, o->quality);
@@ -138,7 +143,7 @@ TEST(CodecTest, CandidateBatchRoundTrip) {
   c.category = {1, 2};
   c.embedding = {0.5f, -0.5f};
   for (int i = 0; i < 100; ++i) c.authors.Add(HashBytes(std::to_string(i)));
-  c.samples = {{5, "p5", "text five", 3, 1}, {9, "p9", "text nine", 0, 2}};
+  c.samples = {{5, "p5", "text five", "u5", 1000, 3, 1}, {9, "p9", "text nine", "u9", 2000, 0, 2}};
   c.first_seen_ms = 1764677400000;
   b.candidates.push_back(c);
   std::string bytes;
@@ -160,6 +165,8 @@ TEST(CodecTest, CandidateBatchRoundTrip) {
   ASSERT_EQ(d.samples.size(), 2u);
   EXPECT_EQ(d.samples[1].text, "text nine");
   EXPECT_EQ(d.samples[1].span, 2);
+  EXPECT_EQ(d.samples[1].user, "u9");
+  EXPECT_EQ(d.samples[1].ts_ms, 2000);
   EXPECT_EQ(d.first_seen_ms, c.first_seen_ms);
 }
 

@@ -62,6 +62,8 @@ TEST(ModelTest, MatchesTheReferenceOutputs) {
       EXPECT_NEAR(out.keywords[i][k].prob, r["keywords"][k].get<double>(), 1e-4);
     }
   }
+  EXPECT_GT(runner->latency().Quantile(0.99), 0);
+  EXPECT_EQ(runner->backend(), "cpu");
   // Length buckets: the four texts sorted by length ran as one batch.
   EXPECT_EQ((*session)->batches(), 1);
   EXPECT_LE((*session)->padded_tokens(), 4 * 16);
@@ -122,6 +124,17 @@ TEST(ModelTest, AnnotateUsesTheModelsHeads) {
     const TermOcc* t = out.terms.data() + p.term_begin;
     for (size_t k = 1; k < p.term_count; ++k) EXPECT_GE(t[k - 1].weight, t[k].weight);
   }
+}
+
+TEST(ModelTest, LatencyWindowQuantiles) {
+  LatencyWindow w;
+  EXPECT_EQ(w.Quantile(0.99), 0);
+  for (int i = 1; i <= 100; ++i) w.Add(i);
+  EXPECT_EQ(w.Quantile(0.5), 50);
+  EXPECT_EQ(w.Quantile(0.99), 99);
+  EXPECT_EQ(w.Quantile(1.0), 100);
+  for (int i = 0; i < 2000; ++i) w.Add(7);  // the window keeps the last 1024
+  EXPECT_EQ(w.Quantile(1.0), 7);
 }
 
 TEST(ModelTest, ContractErrorsAreClear) {

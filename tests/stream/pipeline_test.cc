@@ -82,6 +82,21 @@ TEST(PipelineTest, BadRecordsGoToDeadLettersAndTheStreamGoesOn) {
     EXPECT_GT(h.latency_p99_ms, 0);
     ASSERT_EQ(sink.lists.size(), 12u);
     EXPECT_TRUE(Hashtags(sink).count("#AI推理革命#")) << threads;
+    EXPECT_NE(h.source.find("in.jsonl"), std::string::npos);
+    EXPECT_FALSE(h.model);
+    EXPECT_EQ(h.inference_p99_ms, 0);
+    // Every update comes with sample posts of its topic (for the dashboard).
+    for (const auto& l : sink.lists) {
+      ASSERT_EQ(l.samples.size(), l.updates.size());
+      for (size_t i = 0; i < l.updates.size(); ++i) {
+        ASSERT_FALSE(l.samples[i].empty());
+        const Sample& smp = l.samples[i][0];
+        EXPECT_FALSE(smp.text.empty());
+        EXPECT_FALSE(smp.user.empty());
+        EXPECT_GE(smp.ts_ms, l.bucket_start_ms);
+        EXPECT_LT(smp.ts_ms, l.bucket_end_ms);
+      }
+    }
     // The dead-letter file names every bad record with its line.
     std::ifstream d(dl);
     std::string l;
