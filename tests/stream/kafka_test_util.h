@@ -13,6 +13,7 @@
 #include "stream/kafka/consumer.h"
 #include "stream/kafka/mock_cluster.h"
 #include "stream/kafka/producer.h"
+#include "stream/post.h"
 
 namespace surge::stream::kafka::testing {
 
@@ -81,6 +82,18 @@ inline bool WaitFor(const std::function<bool()>& cond, const std::function<void(
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (!cond() && std::chrono::steady_clock::now() < deadline) step();
   return cond();
+}
+
+// A valid post with id "p<i>" (text and author vary with i).
+inline Post TestPost(int i) {
+  Post p;
+  p.id = fmt::format("p{}", i);
+  p.ts_ms = 1764669600000 + int64_t{i} * 1000;
+  p.user.id = fmt::format("u{}", i % 17);
+  p.user.followers = i * 3;
+  p.text = fmt::format("第{}条 AI推理革命 #test", i);
+  p.likes = i % 5;
+  return p;
 }
 
 }  // namespace surge::stream::kafka::testing
