@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "kafka_test_util.h"
@@ -266,6 +267,19 @@ TEST_F(KafkaResumeTest, UnreadableCheckpointStopsTheStageInsteadOfRunningWithout
                                }));
   EXPECT_EQ(error.code(), StatusCode::kDataLoss) << error.ToString();
   EXPECT_NE(error.message().find("count.posts.0"), std::string::npos) << error.message();
+  // Polling on anyway reads nothing of the partitions it could not restore (new records are
+  // waiting in all of them).
+  ProducePosts(10, 100);
+  std::set<int32_t> read_from;
+  testing::WaitFor([] { return false; },
+                   [&] {
+                     auto batch = a.consumer().Poll(100, 50);
+                     ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+                     for (const auto& m : *batch) read_from.insert(m.partition);
+                   },
+                   3000);
+  EXPECT_EQ(read_from.count(0), 0u);
+  EXPECT_EQ(read_from.size(), 0u) << "all partitions of the failed assignment are paused";
 }
 
 }  // namespace

@@ -42,8 +42,10 @@ struct KafkaConsumer::Impl : internal::ClientState {
     }
     SURGE_LOG_INFO("kafka consumer {} (group {}): {} {} partition(s)", rd_kafka_name(rk),
                    options.group, RebalanceKindName(event.kind), event.partitions.size());
+    bool handler_failed = false;
     if (handler_enabled && options.on_rebalance) {
       Status s = options.on_rebalance(event);
+      handler_failed = !s.ok();
       if (!s.ok() && handler_error.ok()) {
         handler_error = s.WithContext(
             fmt::format("rebalance handler ({} partitions)", RebalanceKindName(event.kind)));
@@ -63,6 +65,12 @@ struct KafkaConsumer::Impl : internal::ClientState {
       error = rd_kafka_incremental_unassign(rk, parts);
     } else {
       code = rd_kafka_assign(rk, nullptr);
+    }
+    if (handler_failed && event.kind == RebalanceKind::kAssigned) {
+      // The handler could not prepare these partitions (e.g. restore their state): keep them
+      // assigned, so the group stays consistent, but fetch nothing from them.
+      internal::PartitionListPtr list = internal::ToList(event.partitions);
+      rd_kafka_pause_partitions(rk, list.get());
     }
     if (error != nullptr) {
       SURGE_LOG_ERROR("kafka consumer {}: applying the rebalance failed: {}", rd_kafka_name(rk),

@@ -35,7 +35,9 @@ struct ConsumerOptions {
   std::string client_id = "surge";
   // Where a partition with neither a checkpoint nor a committed offset starts: earliest | latest.
   std::string auto_offset_reset = "earliest";
-  // A non-OK return makes the next Poll return that error; the assignment change still happens.
+  // A non-OK return makes the current Poll return that error (its records are not returned, nor
+  // committed); the assignment change still happens, but partitions whose kAssigned handler
+  // failed are paused: nothing is read from them.
   RebalanceHandler on_rebalance;
 
   static ConsumerOptions FromUri(const KafkaUri& uri);
