@@ -45,6 +45,11 @@ Status KafkaTrendSink::Write(const TrendUpdate& update) {
   return writer_->Write(update.topic_id, json_);
 }
 
+Status KafkaTrendSink::OnHotList(const HotList& list) {
+  for (const TrendUpdate& u : list.updates) SURGE_RETURN_IF_ERROR(Write(u));
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<KafkaPostSink>> KafkaPostSink::Create(const KafkaUri& uri, int timeout_ms) {
   auto sink = std::make_unique<KafkaPostSink>();
   SURGE_ASSIGN_OR_RETURN(sink->writer_, KafkaTopicWriter::Create(uri, kPostsTopic, timeout_ms));

@@ -25,6 +25,7 @@
 #include "stream/kafka/types.h"
 #include "stream/kafka/uri.h"
 #include "stream/post.h"
+#include "stream/sink.h"
 #include "stream/trend.h"
 
 namespace surge::stream::kafka {
@@ -55,16 +56,22 @@ class KafkaTopicWriter {
   int partitions_ = 0;
 };
 
-class KafkaTrendSink {
+// Also a TrendSink (sink.h): OnHotList writes the list's updates, Close flushes (close_timeout_ms).
+class KafkaTrendSink final : public TrendSink {
  public:
   static Result<std::unique_ptr<KafkaTrendSink>> Create(const KafkaUri& uri, int timeout_ms);
   Status Write(const TrendUpdate& update);
   Status Flush(int timeout_ms) { return writer_->Flush(timeout_ms); }
   KafkaTopicWriter& writer() { return *writer_; }
 
+  Status OnHotList(const HotList& list) override;
+  Status Close() override { return Flush(close_timeout_ms_); }
+  void set_close_timeout_ms(int ms) { close_timeout_ms_ = ms; }
+
  private:
   std::unique_ptr<KafkaTopicWriter> writer_;
   std::string json_;
+  int close_timeout_ms_ = 30000;
 };
 
 class KafkaPostSink {
