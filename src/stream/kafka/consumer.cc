@@ -1,0 +1,370 @@
+#include "stream/kafka/consumer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <set>
+
+#include "core/logging.h"
+#include "stream/kafka/client.h"
+
+namespace surge::stream::kafka {
+
+struct KafkaConsumer::Impl : internal::ClientState {
+  ConsumerOptions options;
+  rd_kafka_t* rk = nullptr;
+  bool closed = false;
+  bool handler_enabled = true;
+  // Set by the rebalance callback during a Poll.
+  bool rebalanced = false;
+  std::set<TopicPartition> revoked;
+  Status handler_error;
+
+  ~Impl() override {
+    if (rk == nullptr) return;
+    if (!closed) {
+      handler_enabled = false;
+      rd_kafka_consumer_close(rk);
+    }
+    rd_kafka_destroy(rk);
+  }
+
+  void OnRebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts) {
+    const bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+    RebalanceEvent event;
+    event.partitions = internal::FromList(parts);
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+      event.kind = RebalanceKind::kAssigned;
+      for (auto& p : event.partitions) p.offset = kOffsetCommitted;
+    } else {
+      event.kind = rd_kafka_assignment_lost(rk) ? RebalanceKind::kLost : RebalanceKind::kRevoked;
+      for (const auto& p : event.partitions) revoked.insert({p.topic, p.partition});
+    }
+    SURGE_LOG_INFO("kafka consumer {} (group {}): {} {} partition(s)", rd_kafka_name(rk),
+                   options.group, RebalanceKindName(event.kind), event.partitions.size());
+    bool handler_failed = false;
+    if (handler_enabled && options.on_rebalance) {
+      Status s = options.on_rebalance(event);
+      handler_failed = !s.ok();
+      if (!s.ok() && handler_error.ok()) {
+        handler_error = s.WithContext(
+            fmt::format("rebalance handler ({} partitions)", RebalanceKindName(event.kind)));
+      }
+    }
+    rebalanced = true;
+    rd_kafka_error_t* error = nullptr;
+    rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (event.kind == RebalanceKind::kAssigned) {
+      internal::PartitionListPtr list = internal::ToList(event.partitions);
+      if (cooperative) {
+        error = rd_kafka_incremental_assign(rk, list.get());
+      } else {
+        code = rd_kafka_assign(rk, list.get());
+      }
+    } else if (cooperative) {
+      error = rd_kafka_incremental_unassign(rk, parts);
+    } else {
+      code = rd_kafka_assign(rk, nullptr);
+    }
+    if (handler_failed && event.kind == RebalanceKind::kAssigned) {
+      // The handler could not prepare these partitions (e.g. restore their state): keep them
+      // assigned, so the group stays consistent, but fetch nothing from them.
+      internal::PartitionListPtr list = internal::ToList(event.partitions);
+      rd_kafka_pause_partitions(rk, list.get());
+    }
+    if (error != nullptr) {
+      SURGE_LOG_ERROR("kafka consumer {}: applying the rebalance failed: {}", rd_kafka_name(rk),
+                      rd_kafka_error_string(error));
+      rd_kafka_error_destroy(error);
+    } else if (code != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      SURGE_LOG_ERROR("kafka consumer {}: applying the rebalance failed: {}", rd_kafka_name(rk),
+                      rd_kafka_err2str(code));
+    }
+  }
+
+  static void RebalanceCallback(rd_kafka_t*, rd_kafka_resp_err_t err,
+                                rd_kafka_topic_partition_list_t* parts, void* opaque) {
+    static_cast<Impl*>(static_cast<internal::ClientState*>(opaque))->OnRebalance(err, parts);
+  }
+
+  Status Usable() const {
+    if (rk == nullptr || closed) {
+      return FailedPreconditionError("kafka consumer (group {}) is closed", options.group);
+    }
+    return Status::Ok();
+  }
+};
+
+ConsumerOptions ConsumerOptions::FromUri(const KafkaUri& uri) {
+  ConsumerOptions o;
+  o.brokers = uri.brokers;
+  o.group = uri.group;
+  o.properties = uri.properties;
+  return o;
+}
+
+KafkaConsumer::KafkaConsumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+KafkaConsumer::~KafkaConsumer() = default;
+
+Result<std::unique_ptr<KafkaConsumer>> KafkaConsumer::Create(ConsumerOptions options) {
+  if (options.group.empty()) {
+    return InvalidArgumentError(
+        "kafka consumer for {}: no consumer group; give one (kafka://host:port/topic?group=name)",
+        options.brokers);
+  }
+  if (options.auto_offset_reset != "earliest" && options.auto_offset_reset != "latest") {
+    return InvalidArgumentError("kafka consumer: auto_offset_reset '{}' is not earliest or latest",
+                                options.auto_offset_reset);
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  const ConsumerOptions& o = impl->options;
+  const Properties defaults = {
+      {"client.id", o.client_id},
+      {"group.id", o.group},
+      {"auto.offset.reset", o.auto_offset_reset},
+      {"enable.partition.eof", "false"},
+  };
+  static constexpr std::string_view kManual =
+      "offsets are committed only after the records' effects are checkpointed";
+  const std::vector<internal::Pinned> pinned = {
+      {"enable.auto.commit", "false", "false", kManual},
+      {"enable.auto.offset.store", "false", "false", kManual},
+  };
+  for (const auto& [k, v] : o.properties) {
+    if (k == "group.id" && v != o.group) {
+      return InvalidArgumentError("kafka consumer: group.id '{}' conflicts with group '{}'", v,
+                                  o.group);
+    }
+  }
+  SURGE_ASSIGN_OR_RETURN(
+      internal::ConfPtr conf,
+      internal::BuildConf("consumer", o.brokers, defaults, o.properties, pinned, impl.get()));
+  rd_kafka_conf_set_rebalance_cb(conf.get(), &Impl::RebalanceCallback);
+  char err[512];
+  impl->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), err, sizeof(err));
+  if (impl->rk == nullptr) {
+    return InvalidArgumentError("kafka consumer for {} (group {}): {}", o.brokers, o.group, err);
+  }
+  conf.release();
+  // Serve error/log events from consumer_poll too.
+  rd_kafka_poll_set_consumer(impl->rk);
+  return std::unique_ptr<KafkaConsumer>(new KafkaConsumer(std::move(impl)));
+}
+
+Status KafkaConsumer::Subscribe(const std::vector<std::string>& topics) {
+  SURGE_RETURN_IF_ERROR(impl_->Usable());
+  if (topics.empty()) return InvalidArgumentError("kafka consumer: subscribe to no topic");
+  internal::PartitionListPtr list(
+      rd_kafka_topic_partition_list_new(static_cast<int>(topics.size())));
+  for (const auto& t : topics) {
+    SURGE_RETURN_IF_ERROR(ValidateTopicName(t));
+    rd_kafka_topic_partition_list_add(list.get(), t.c_str(), RD_KAFKA_PARTITION_UA);
+  }
+  return internal::KafkaStatus(
+      rd_kafka_subscribe(impl_->rk, list.get()),
+      fmt::format("kafka consumer (group {}): subscribe", impl_->options.group));
+}
+
+Status KafkaConsumer::Assign(const std::vector<TopicPartitionOffset>& partitions) {
+  SURGE_RETURN_IF_ERROR(impl_->Usable());
+  internal::PartitionListPtr list = internal::ToList(partitions);
+  return internal::KafkaStatus(
+      rd_kafka_assign(impl_->rk, list.get()),
+      fmt::format("kafka consumer (group {}): assign", impl_->options.group));
+}
+
+Result<std::vector<Message>> KafkaConsumer::Poll(size_t max_messages, int timeout_ms) {
+  Impl& m = *impl_;
+  SURGE_RETURN_IF_ERROR(m.Usable());
+  std::vector<Message> out;
+  m.rebalanced = false;
+  m.revoked.clear();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (out.size() < max_messages) {
+    int wait = 0;
+    if (out.empty()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      deadline - std::chrono::steady_clock::now())
+                      .count();
+      wait = static_cast<int>(std::max<int64_t>(0, left));
+    }
+    rd_kafka_message_t* rkm = rd_kafka_consumer_poll(m.rk, wait);
+    if (m.rebalanced) {
+      if (!m.revoked.empty()) {
+        std::erase_if(out, [&](const Message& msg) {
+          return m.revoked.count({msg.topic, msg.partition}) > 0;
+        });
+      }
+      if (rkm != nullptr) {
+        // A record fetched before the callback of a partition now revoked is not ours to apply.
+        const char* topic = rkm->rkt ? rd_kafka_topic_name(rkm->rkt) : "";
+        if (rkm->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            m.revoked.count({topic, rkm->partition}) > 0) {
+          rd_kafka_message_destroy(rkm);
+          rkm = nullptr;
+        }
+      }
+    }
+    if (rkm == nullptr) {
+      if (m.rebalanced || out.size() > 0 || std::chrono::steady_clock::now() >= deadline) break;
+      continue;
+    }
+    std::unique_ptr<rd_kafka_message_t, void (*)(rd_kafka_message_t*)> guard(
+        rkm, rd_kafka_message_destroy);
+    if (rkm->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      if (rkm->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) continue;
+      std::string topic = rkm->rkt ? rd_kafka_topic_name(rkm->rkt) : "";
+      if (rkm->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+          rkm->err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC) {
+        return NotFoundError(
+            "kafka consumer (group {}): topic '{}' does not exist on brokers {}; create it or "
+            "subscribe to an existing topic",
+            m.options.group, topic, m.options.brokers);
+      }
+      char buf[512];
+      rd_kafka_resp_err_t fatal = rd_kafka_fatal_error(m.rk, buf, sizeof(buf));
+      if (fatal != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        return InternalError("kafka consumer (group {}): fatal error {}: {}", m.options.group,
+                             rd_kafka_err2name(fatal), buf);
+      }
+      SURGE_LOG_WARN("kafka consumer (group {}): {} on '{}' [{}]: {}", m.options.group,
+                     rd_kafka_err2name(rkm->err), topic, rkm->partition,
+                     rd_kafka_message_errstr(rkm));
+      continue;
+    }
+    Message msg;
+    msg.topic = rd_kafka_topic_name(rkm->rkt);
+    msg.partition = rkm->partition;
+    msg.offset = rkm->offset;
+    if (rkm->key != nullptr) msg.key.assign(static_cast<const char*>(rkm->key), rkm->key_len);
+    if (rkm->payload != nullptr) {
+      msg.value.assign(static_cast<const char*>(rkm->payload), rkm->len);
+    } else {
+      msg.value_is_null = true;
+    }
+    rd_kafka_timestamp_type_t tstype;
+    int64_t ts = rd_kafka_message_timestamp(rkm, &tstype);
+    msg.timestamp_ms = ts > 0 ? ts : 0;
+    rd_kafka_headers_t* hdrs = nullptr;
+    if (rd_kafka_message_headers(rkm, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR && hdrs != nullptr) {
+      const char* name;
+      const void* val;
+      size_t size;
+      for (size_t i = 0;
+           rd_kafka_header_get_all(hdrs, i, &name, &val, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
+           ++i) {
+        msg.headers.push_back(
+            {name, val ? std::string(static_cast<const char*>(val), size) : std::string()});
+      }
+    }
+    out.push_back(std::move(msg));
+    if (m.rebalanced) break;
+  }
+  if (!m.handler_error.ok()) {
+    Status s = std::move(m.handler_error);
+    m.handler_error = Status::Ok();
+    return s;
+  }
+  return out;
+}
+
+Status KafkaConsumer::Commit(const std::vector<TopicPartitionOffset>& offsets) {
+  SURGE_RETURN_IF_ERROR(impl_->Usable());
+  if (offsets.empty()) return Status::Ok();
+  for (const auto& o : offsets) {
+    if (o.offset < 0) {
+      return InvalidArgumentError("kafka consumer: commit of {} has no real offset (>= 0)",
+                                  ToString(o));
+    }
+  }
+  internal::PartitionListPtr list = internal::ToList(offsets);
+  rd_kafka_resp_err_t err = rd_kafka_commit(impl_->rk, list.get(), /*async=*/0);
+  std::string what = fmt::format("kafka consumer (group {}): commit of {} offset(s) (first {})",
+                                 impl_->options.group, offsets.size(), ToString(offsets[0]));
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    for (int i = 0; i < list->cnt; ++i) {
+      if (list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        err = list->elems[i].err;
+        what = fmt::format(
+            "kafka consumer (group {}): commit of {}", impl_->options.group,
+            ToString(TopicPartitionOffset{list->elems[i].topic, list->elems[i].partition,
+                                          list->elems[i].offset}));
+        break;
+      }
+    }
+  }
+  return internal::KafkaStatus(err, what);
+}
+
+Result<std::vector<TopicPartitionOffset>> KafkaConsumer::Committed(
+    const std::vector<TopicPartition>& partitions, int timeout_ms) {
+  SURGE_RETURN_IF_ERROR(impl_->Usable());
+  std::vector<TopicPartitionOffset> tpos;
+  for (const auto& p : partitions) tpos.push_back({p.topic, p.partition, kOffsetCommitted});
+  internal::PartitionListPtr list = internal::ToList(tpos);
+  SURGE_RETURN_IF_ERROR(internal::KafkaStatus(
+      rd_kafka_committed(impl_->rk, list.get(), timeout_ms),
+      fmt::format("kafka consumer (group {}): reading committed offsets", impl_->options.group)));
+  std::vector<TopicPartitionOffset> out = internal::FromList(list.get());
+  for (auto& o : out) {
+    if (o.offset < 0) o.offset = kOffsetCommitted;
+  }
+  return out;
+}
+
+Status KafkaConsumer::Seek(const TopicPartitionOffset& position, int timeout_ms) {
+  SURGE_RETURN_IF_ERROR(impl_->Usable());
+  internal::PartitionListPtr list = internal::ToList({position});
+  rd_kafka_error_t* error = rd_kafka_seek_partitions(impl_->rk, list.get(), timeout_ms);
+  if (error != nullptr) {
+    Status s = internal::KafkaStatus(rd_kafka_error_code(error),
+                                     fmt::format("kafka consumer: seek to {}", ToString(position)));
+    rd_kafka_error_destroy(error);
+    return s;
+  }
+  return internal::KafkaStatus(list->elems[0].err,
+                               fmt::format("kafka consumer: seek to {}", ToString(position)));
+}
+
+Result<std::vector<TopicPartition>> KafkaConsumer::Assignment() const {
+  SURGE_RETURN_IF_ERROR(impl_->Usable());
+  rd_kafka_topic_partition_list_t* raw = nullptr;
+  SURGE_RETURN_IF_ERROR(internal::KafkaStatus(rd_kafka_assignment(impl_->rk, &raw),
+                                              "kafka consumer: reading the assignment"));
+  internal::PartitionListPtr list(raw);
+  std::vector<TopicPartition> out;
+  for (const auto& p : internal::FromList(list.get())) out.push_back({p.topic, p.partition});
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Status KafkaConsumer::Close() {
+  SURGE_RETURN_IF_ERROR(impl_->Usable());
+  rd_kafka_resp_err_t err = rd_kafka_consumer_close(impl_->rk);
+  impl_->closed = true;
+  Status handler = std::move(impl_->handler_error);
+  impl_->handler_error = Status::Ok();
+  SURGE_RETURN_IF_ERROR(internal::KafkaStatus(
+      err, fmt::format("kafka consumer (group {}): close", impl_->options.group)));
+  return handler;
+}
+
+void KafkaConsumer::Abandon() {
+  if (impl_->rk == nullptr) return;
+  rd_kafka_destroy_flags(impl_->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+  impl_->rk = nullptr;
+}
+
+const std::string& KafkaConsumer::group() const { return impl_->options.group; }
+
+std::string KafkaConsumer::MemberId() const {
+  if (impl_->rk == nullptr) return "";
+  char* id = rd_kafka_memberid(impl_->rk);
+  if (id == nullptr) return "";
+  std::string out(id);
+  rd_kafka_mem_free(impl_->rk, id);
+  return out;
+}
+
+}  // namespace surge::stream::kafka

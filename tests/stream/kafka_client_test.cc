@@ -1,0 +1,348 @@
+// KafkaProducer and KafkaConsumer against librdkafka's mock cluster on loopback.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "kafka_test_util.h"
+
+namespace surge::stream::kafka {
+namespace {
+
+using testing::kPatienceMs;
+using testing::MakeConsumer;
+using testing::MakeProducer;
+using testing::PollUntil;
+using testing::StartCluster;
+
+TEST(KafkaClientTest, KeyedRoundTripKeepsEachKeyOnOnePartitionInOrder) {
+  auto mc = StartCluster(3);
+  ASSERT_NE(mc, nullptr);
+  ASSERT_TRUE(mc->CreateTopic("rt", 4).ok());
+  std::vector<DeliveryReport> reports;
+  ProducerOptions po;
+  po.brokers = mc->bootstrap();
+  po.properties = testing::FastProducerProps();
+  po.on_delivery = [&](const DeliveryReport& r) { reports.push_back(r); };
+  auto created = KafkaProducer::Create(po);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  auto& producer = *created;
+  auto parts = producer->PartitionCount("rt", kPatienceMs);
+  ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+  EXPECT_EQ(*parts, 4);
+
+  constexpr int kKeys = 12, kPerKey = 20;
+  for (int i = 0; i < kPerKey; ++i) {
+    for (int k = 0; k < kKeys; ++k) {
+      ProducerRecord r;
+      r.topic = "rt";
+      std::string key = "key" + std::to_string(k);
+      std::string value = key + ":" + std::to_string(i);
+      r.key = key;
+      r.value = value;
+      r.headers = {{"seq", std::to_string(i)}};
+      r.tag = static_cast<uint64_t>(k * 1000 + i);
+      ASSERT_TRUE(producer->Produce(r).ok());
+    }
+  }
+  ASSERT_TRUE(producer->Flush(kPatienceMs).ok());
+  ASSERT_EQ(reports.size(), static_cast<size_t>(kKeys * kPerKey));
+  std::map<std::string, std::set<int32_t>> report_partitions;
+  for (const auto& r : reports) {
+    EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_GE(r.offset, 0);
+    EXPECT_EQ(r.key, "key" + std::to_string(r.tag / 1000));
+    report_partitions[r.key].insert(r.partition);
+  }
+  EXPECT_EQ(producer->counters().delivered, kKeys * kPerKey);
+  EXPECT_EQ(producer->counters().failed, 0);
+
+  auto consumer = MakeConsumer(*mc, "rt-group");
+  ASSERT_NE(consumer, nullptr);
+  ASSERT_TRUE(consumer->Subscribe({"rt"}).ok());
+  std::map<std::string, std::vector<int>> seen;  // key -> sequence in consumption order
+  std::map<std::string, std::set<int32_t>> partitions;
+  size_t total = 0;
+  ASSERT_TRUE(PollUntil(
+      *consumer,
+      [&](Message& m) {
+        ++total;
+        auto colon = m.value.find(':');
+        ASSERT_NE(colon, std::string::npos);
+        EXPECT_EQ(m.value.substr(0, colon), m.key);
+        seen[m.key].push_back(std::stoi(m.value.substr(colon + 1)));
+        partitions[m.key].insert(m.partition);
+        ASSERT_EQ(m.headers.size(), 1u);
+        EXPECT_EQ(m.headers[0].key, "seq");
+        EXPECT_EQ(m.headers[0].value, m.value.substr(colon + 1));
+      },
+      [&] { return total >= kKeys * kPerKey; }));
+  EXPECT_EQ(total, static_cast<size_t>(kKeys * kPerKey));
+  std::set<int32_t> used;
+  for (const auto& [key, seqs] : seen) {
+    ASSERT_EQ(seqs.size(), static_cast<size_t>(kPerKey)) << key;
+    for (int i = 0; i < kPerKey; ++i) EXPECT_EQ(seqs[i], i) << key;  // per-key order kept
+    EXPECT_EQ(partitions[key].size(), 1u) << key;
+    EXPECT_EQ(partitions[key], report_partitions[key]) << key;
+    used.insert(*partitions[key].begin());
+  }
+  EXPECT_GT(used.size(), 1u);  // 12 keys over 4 partitions do not all hash to one
+}
+
+TEST(KafkaClientTest, ExplicitPartitionAndTombstone) {
+  auto mc = StartCluster(1);
+  ASSERT_NE(mc, nullptr);
+  ASSERT_TRUE(mc->CreateTopic("ep", 3).ok());
+  auto producer = MakeProducer(*mc);
+  ASSERT_NE(producer, nullptr);
+  ProducerRecord r;
+  r.topic = "ep";
+  r.key = "k";
+  r.value = "v";
+  r.partition = 2;
+  ASSERT_TRUE(producer->Produce(r).ok());
+  ASSERT_TRUE(producer->Flush(kPatienceMs).ok());
+  auto consumer = MakeConsumer(*mc, "ep-group");
+  ASSERT_TRUE(consumer->Assign({{"ep", 2, kOffsetBeginning}}).ok());
+  std::vector<Message> got;
+  ASSERT_TRUE(PollUntil(
+      *consumer, [&](Message& m) { got.push_back(m); }, [&] { return !got.empty(); }));
+  EXPECT_EQ(got[0].partition, 2);
+  EXPECT_EQ(got[0].offset, 0);
+  EXPECT_EQ(got[0].value, "v");
+  EXPECT_FALSE(got[0].value_is_null);
+  EXPECT_GT(got[0].timestamp_ms, 0);
+}
+
+TEST(KafkaClientTest, CommitThenCommittedReadsItBack) {
+  auto mc = StartCluster(1);
+  ASSERT_NE(mc, nullptr);
+  ASSERT_TRUE(mc->CreateTopic("cm", 2).ok());
+  auto consumer = MakeConsumer(*mc, "cm-group");
+  ASSERT_NE(consumer, nullptr);
+  auto none = consumer->Committed({{"cm", 0}, {"cm", 1}}, kPatienceMs);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ((*none)[0].offset, kOffsetCommitted);
+  ASSERT_TRUE(consumer->Assign({{"cm", 0, kOffsetBeginning}, {"cm", 1, kOffsetBeginning}}).ok());
+  ASSERT_TRUE(consumer->Commit({{"cm", 0, 7}, {"cm", 1, 3}}).ok());
+  auto got = consumer->Committed({{"cm", 0}, {"cm", 1}}, kPatienceMs);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ((*got)[0].offset, 7);
+  EXPECT_EQ((*got)[1].offset, 3);
+  Status bad = consumer->Commit({{"cm", 0, kOffsetCommitted}});
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("no real offset"), std::string::npos) << bad.message();
+}
+
+// Two members share four partitions; when one leaves, the other gets all four. Each member
+// commits after every batch (as a stage does after its checkpoint), so the group reads every
+// record exactly once, and never a partition it does not own.
+TEST(KafkaClientTest, GroupOfTwoSharesPartitionsAndRebalancesWhenOneLeaves) {
+  auto mc = StartCluster(2);
+  ASSERT_NE(mc, nullptr);
+  ASSERT_TRUE(mc->CreateTopic("grp", 4).ok());
+  auto producer = MakeProducer(*mc);
+  ASSERT_NE(producer, nullptr);
+
+  struct Member {
+    std::unique_ptr<KafkaConsumer> consumer;
+    std::set<TopicPartition> owned;
+    std::vector<RebalanceKind> events;
+  };
+  std::map<int, int> reads;  // value -> times read by the group
+  Member a, b;
+  auto handler = [](Member* m) {
+    return [m](RebalanceEvent& e) -> Status {
+      m->events.push_back(e.kind);
+      for (const auto& p : e.partitions) {
+        if (e.kind == RebalanceKind::kAssigned) {
+          m->owned.insert({p.topic, p.partition});
+        } else {
+          m->owned.erase({p.topic, p.partition});
+        }
+      }
+      return Status::Ok();
+    };
+  };
+  a.consumer = MakeConsumer(*mc, "grp-group", handler(&a), "member-a");
+  b.consumer = MakeConsumer(*mc, "grp-group", handler(&b), "member-b");
+  ASSERT_NE(a.consumer, nullptr);
+  ASSERT_NE(b.consumer, nullptr);
+  ASSERT_TRUE(a.consumer->Subscribe({"grp"}).ok());
+  ASSERT_TRUE(b.consumer->Subscribe({"grp"}).ok());
+  auto poll = [&](Member& m) {
+    auto batch = m.consumer->Poll(64, 50);
+    ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+    std::map<TopicPartition, int64_t> next;
+    for (const auto& msg : *batch) {
+      TopicPartition tp{msg.topic, msg.partition};
+      EXPECT_TRUE(m.owned.count(tp)) << "read a partition it does not own: " << ToString(tp);
+      ++reads[std::stoi(msg.value)];
+      next[tp] = msg.offset + 1;
+    }
+    std::vector<TopicPartitionOffset> commit;
+    for (const auto& [tp, offset] : next) commit.push_back({tp.topic, tp.partition, offset});
+    Status s = m.consumer->Commit(commit);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  };
+  // Records go in only once the group is stable, so no batch straddles a rebalance.
+  ASSERT_TRUE(testing::WaitFor([&] { return a.owned.size() == 2 && b.owned.size() == 2; },
+                               [&] {
+                                 poll(a);
+                                 poll(b);
+                               }))
+      << "a owns " << a.owned.size() << ", b owns " << b.owned.size();
+  std::set<TopicPartition> all(a.owned);
+  all.insert(b.owned.begin(), b.owned.end());
+  EXPECT_EQ(all.size(), 4u);  // disjoint halves
+  constexpr int kFirst = 200, kSecond = 200;
+  for (int i = 0; i < kFirst; ++i) {
+    ASSERT_TRUE(producer->Produce("grp", "k" + std::to_string(i), std::to_string(i)).ok());
+  }
+  ASSERT_TRUE(producer->Flush(kPatienceMs).ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return reads.size() == kFirst; },
+                               [&] {
+                                 poll(a);
+                                 poll(b);
+                               }))
+      << "read " << reads.size();
+
+  // b leaves cleanly; a is handed all four partitions and resumes b's where b committed.
+  ASSERT_TRUE(b.consumer->Close().ok());
+  ASSERT_FALSE(b.events.empty());
+  EXPECT_EQ(b.events.back(), RebalanceKind::kRevoked);
+  EXPECT_TRUE(b.owned.empty());
+  ASSERT_TRUE(testing::WaitFor([&] { return a.owned.size() == 4; }, [&] { poll(a); }))
+      << "a owns " << a.owned.size();
+  for (int i = kFirst; i < kFirst + kSecond; ++i) {
+    ASSERT_TRUE(producer->Produce("grp", "k" + std::to_string(i), std::to_string(i)).ok());
+  }
+  ASSERT_TRUE(producer->Flush(kPatienceMs).ok());
+  ASSERT_TRUE(testing::WaitFor([&] { return reads.size() == kFirst + kSecond; }, [&] { poll(a); }))
+      << "read " << reads.size();
+  // A last look for strays (re-reads would show up here).
+  for (int i = 0; i < 5; ++i) poll(a);
+  for (const auto& [value, n] : reads) EXPECT_EQ(n, 1) << "value " << value << " read " << n;
+  auto assignment = a.consumer->Assignment();
+  ASSERT_TRUE(assignment.ok());
+  EXPECT_EQ(assignment->size(), 4u);
+}
+
+TEST(KafkaClientTest, PinnedPropertiesAreRefusedWithTheReason) {
+  ProducerOptions po;
+  po.brokers = "127.0.0.1:1";
+  po.properties = {{"enable.idempotence", "false"}};
+  auto p = KafkaProducer::Create(po);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("enable.idempotence=false"), std::string::npos);
+  EXPECT_NE(p.status().message().find("idempotent"), std::string::npos);
+  po.properties = {{"acks", "1"}};
+  EXPECT_FALSE(KafkaProducer::Create(po).ok());
+  po.properties = {{"acks", "-1"}};
+  EXPECT_TRUE(KafkaProducer::Create(po).ok());
+  po.properties = {{"no.such.property", "1"}};
+  p = KafkaProducer::Create(po);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("no.such.property"), std::string::npos);
+
+  ConsumerOptions co;
+  co.brokers = "127.0.0.1:1";
+  co.group = "g";
+  co.properties = {{"enable.auto.commit", "true"}};
+  auto c = KafkaConsumer::Create(co);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("checkpointed"), std::string::npos) << c.status().message();
+  co.properties = {{"enable.auto.offset.store", "true"}};
+  EXPECT_FALSE(KafkaConsumer::Create(co).ok());
+  co.properties = {};
+  co.group = "";
+  c = KafkaConsumer::Create(co);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("group"), std::string::npos);
+}
+
+TEST(KafkaClientTest, UnknownTopicIsAClearError) {
+  auto mc = StartCluster(1);
+  ASSERT_NE(mc, nullptr);
+  ASSERT_TRUE(mc->CreateTopic("exists", 1).ok());
+  std::vector<DeliveryReport> failed;
+  ProducerOptions po;
+  po.brokers = mc->bootstrap();
+  po.properties = {{"topic.metadata.propagation.max.ms", "1000"}};
+  po.on_delivery = [&](const DeliveryReport& r) {
+    if (!r.status.ok()) failed.push_back(r);
+  };
+  auto producer = KafkaProducer::Create(po);
+  ASSERT_TRUE(producer.ok());
+  auto parts = (*producer)->PartitionCount("no-such-topic", kPatienceMs);
+  ASSERT_FALSE(parts.ok());
+  EXPECT_EQ(parts.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(parts.status().message().find("'no-such-topic' does not exist"), std::string::npos)
+      << parts.status().message();
+  EXPECT_NE(parts.status().message().find("exists"), std::string::npos);  // lists what does
+
+  // Producing anyway to a broker that does not auto-create topics: the record fails and Flush
+  // says so. (The mock creates any topic a producer names unless told otherwise.)
+  mc->SetTopicError("no-such-topic", RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART);
+  Status s = (*producer)->Produce("no-such-topic", "k", "v");
+  Status flushed = s.ok() ? (*producer)->Flush(kPatienceMs) : s;
+  ASSERT_FALSE(flushed.ok());
+  EXPECT_EQ(flushed.code(), StatusCode::kNotFound) << flushed.ToString();
+  EXPECT_NE(flushed.message().find("no-such-topic"), std::string::npos) << flushed.message();
+  if (s.ok()) {
+    ASSERT_EQ(failed.size(), 1u);
+    EXPECT_EQ(failed[0].offset, -1);
+  }
+}
+
+TEST(KafkaClientTest, RecordOverMessageMaxBytesIsRefusedAtProduce) {
+  auto mc = StartCluster(1);
+  ASSERT_NE(mc, nullptr);
+  ASSERT_TRUE(mc->CreateTopic("big", 1).ok());
+  auto producer = MakeProducer(*mc, {{"message.max.bytes", "10000"}});
+  ASSERT_NE(producer, nullptr);
+  std::string big(20000, 'x');
+  Status s = producer->Produce("big", "k", big);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("message.max.bytes=10000"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("20001 bytes"), std::string::npos) << s.message();
+  // The producer is still usable and nothing else was lost.
+  ASSERT_TRUE(producer->Produce("big", "k", "small").ok());
+  EXPECT_TRUE(producer->Flush(kPatienceMs).ok());
+  EXPECT_EQ(producer->counters().delivered, 1);
+}
+
+TEST(KafkaClientTest, BrokerDownMakesFlushTimeOutThenDeliversWhenBack) {
+  auto mc = StartCluster(1);
+  ASSERT_NE(mc, nullptr);
+  ASSERT_TRUE(mc->CreateTopic("down", 1).ok());
+  auto producer = MakeProducer(*mc);
+  ASSERT_NE(producer, nullptr);
+  ASSERT_TRUE(producer->PartitionCount("down", kPatienceMs).ok());
+  ASSERT_TRUE(mc->SetBrokerDown(1).ok());
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(producer->Produce("down", "k", std::to_string(i)).ok());
+  Status s = producer->Flush(1500);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+  EXPECT_NE(s.message().find("still unacknowledged"), std::string::npos) << s.message();
+  ASSERT_TRUE(mc->SetBrokerUp(1).ok());
+  ASSERT_TRUE(producer->Flush(kPatienceMs).ok());
+  EXPECT_EQ(producer->counters().delivered, 10);
+  EXPECT_EQ(producer->Outstanding(), 0);
+}
+
+TEST(KafkaClientTest, NoBrokerAnswersMetadata) {
+  ProducerOptions po;
+  po.brokers = "127.0.0.1:1";  // nothing listens on port 1
+  auto producer = KafkaProducer::Create(po);
+  ASSERT_TRUE(producer.ok());
+  auto parts = (*producer)->PartitionCount("t", 1000);
+  ASSERT_FALSE(parts.ok());
+  EXPECT_EQ(parts.status().code(), StatusCode::kUnavailable) << parts.status().ToString();
+  EXPECT_NE(parts.status().message().find("127.0.0.1:1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace surge::stream::kafka
