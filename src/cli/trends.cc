@@ -20,6 +20,7 @@ struct TrendsArgs {
   std::string model;
   std::string serve;
   std::string serve_model;
+  int model_every = 1;
   std::string bucket = "60s";
   int top_k = 10;
   std::string dead_letter;
@@ -96,6 +97,7 @@ int RunTrends(const TrendsArgs& a) {
   }
   o.annotate.model.remote = a.serve;
   o.annotate.model.remote_model = a.serve_model;
+  o.annotate.model_every = a.model_every;
   o.annotate.new_words = !a.no_new_words;
   o.annotate.hmm = !a.no_hmm;
   o.annotate.dict_path = a.dict;
@@ -161,6 +163,10 @@ std::function<int()> SetupTrends(CLI::App& sub) {
                  "model folder (model.onnx, vocab.txt, surge_model.json); default: lexical only");
   sub.add_option("--serve", a->serve,
                  "run the model on surge serve instead of in process: grpc://HOST:PORT");
+  sub.add_option("--model-every", a->model_every,
+                 "run the model on one post in N (by post-id hash); the rest stay lexical")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   sub.add_option("--serve-model", a->serve_model,
                  "the model's name on the server (default: the --model folder's name)");
   sub.add_option("--bucket", a->bucket, "bucket width (60s, 1m, 500ms)")->capture_default_str();

@@ -269,24 +269,31 @@ Status Annotator::Annotate(const RecordBlock& in, std::string_view source, DeadL
 }
 
 Status Annotator::RunModel(AnnotatedBlock* out, size_t first_post) {
-  const size_t n = out->posts.size() - first_post;
-  texts_.resize(n);
-  for (size_t i = 0; i < n; ++i) texts_[i] = out->PostText(out->posts[first_post + i]);
+  const uint64_t every = static_cast<uint64_t>(std::max(1, res_->options().model_every));
+  rows_.clear();
+  texts_.clear();
+  for (size_t i = first_post; i < out->posts.size(); ++i) {
+    if (every > 1 && out->posts[i].key % every != 0) continue;
+    rows_.push_back(i);
+    texts_.push_back(out->PostText(out->posts[i]));
+  }
+  const int H = res_->model()->hidden();
+  out->embedding_dim = H;
+  out->embeddings.assign(out->posts.size() * H, 0.f);
+  if (rows_.empty()) return Status::Ok();
   SURGE_RETURN_IF_ERROR(session_->Run(texts_, &model_out_));
   ++counters_.model_batches;
+  counters_.model_posts += static_cast<int64_t>(rows_.size());
   const int C = model_out_.categories;
-  const int H = model_out_.hidden;
-  out->embedding_dim = H;
-  out->embeddings.resize(out->posts.size() * H);
   const size_t top = static_cast<size_t>(res_->options().top_terms);
-  for (size_t i = 0; i < n; ++i) {
-    AnnotatedPost& p = out->posts[first_post + i];
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    AnnotatedPost& p = out->posts[rows_[i]];
     p.flags |= AnnotatedPost::kModel;
     const float* cat = model_out_.category.data() + i * C;
     p.category = static_cast<int16_t>(std::max_element(cat, cat + C) - cat);
     for (int k = 0; k < 3; ++k) p.sentiment[k] = model_out_.sentiment[i * 3 + k];
     std::copy_n(model_out_.embedding.data() + i * H, H,
-                out->embeddings.data() + (first_post + i) * H);
+                out->embeddings.data() + rows_[i] * H);
     // Keyword weights: a term's probability is the highest of the tokens overlapping it.
     const auto& toks = model_out_.keywords[i];
     TermOcc* t = out->terms.data() + p.term_begin;

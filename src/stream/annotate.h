@@ -18,7 +18,7 @@
 //    0.3 + 0.7 * age / young_days; unknown age: 0.8), at least 0.05;
 //  * category and sentiment: the model's heads when a model is loaded, else the built-in lexicon
 //    (lexicon.h; category "unknown" when no keyword hits);
-//  * with a model: keyword weights per word = the highest keyword probability among the
+//  * with a model (on every post, or on one post in model_every): keyword weights per word = the highest keyword probability among the
 //    WordPiece tokens overlapping the word (through the tokenizer's byte offsets), which scales
 //    the term weight (0.25 + p) and so decides top terms; the [CLS] embedding (L2-normalised) is
 //    kept per post for clustering.
@@ -54,6 +54,11 @@ struct AnnotateOptions {
   NewWordLearnerOptions new_word;
   std::string model_dir;  // empty: lexical only
   ModelOptions model;
+  // Run the model on one post in `model_every` (chosen by the post-id hash, so every worker
+  // picks the same posts); the others keep the lexical terms and carry no category, sentiment
+  // or embedding. Topic category, sentiment and embeddings are aggregates, so a sample serves
+  // them when the model cannot keep up with the stream on the hardware at hand. 1: every post.
+  int model_every = 1;
 };
 
 class AnnotateResources {
@@ -84,6 +89,7 @@ struct AnnotateCounters {
   int64_t posts = 0;
   int64_t dead_letters = 0;
   int64_t model_batches = 0;
+  int64_t model_posts = 0;  // posts the model ran on
 };
 
 class Annotator {
@@ -122,6 +128,7 @@ class Annotator {
   std::vector<TermOcc> terms_;
   std::string lower_;
   std::vector<std::string_view> texts_;
+  std::vector<size_t> rows_;  // posts the model runs on
   ModelOutputs model_out_;
   AnnotateCounters counters_;
 };

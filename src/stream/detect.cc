@@ -313,7 +313,10 @@ void DetectStage::Observe(uint64_t key, bool pair, const TermOcc& ta, const Term
   t->quality_sum += p.quality;
   t->reach += std::log1p(static_cast<double>(p.followers));
   t->engagement += static_cast<double>(p.reposts) + p.comments + p.likes;
-  for (int k = 0; k < 3; ++k) t->sentiment[k] += p.sentiment[k];
+  // With a model in the block, only the posts it ran on carry sentiment (see model_every).
+  if (b.embedding_dim == 0 || (p.flags & AnnotatedPost::kModel)) {
+    for (int k = 0; k < 3; ++k) t->sentiment[k] += p.sentiment[k];
+  }
   if (p.category >= 0 && static_cast<size_t>(p.category) < t->category.size()) {
     t->category[p.category] += 1.f;
   }
