@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "cli/engine_io.h"
 #include "core/logging.h"
+#include "stream/kafka/pipeline_source.h"
 #include "stream/pipeline.h"
 #include "stream/sim_source.h"
 
@@ -21,6 +22,7 @@ struct TrendsArgs {
   std::string serve;
   std::string serve_model;
   int model_every = 1;
+  int idle_ms = 10000;
   std::string bucket = "60s";
   int top_k = 10;
   std::string dead_letter;
@@ -62,12 +64,10 @@ Result<int64_t> ParseBucket(const std::string& text) {
   return static_cast<int64_t>(std::llround(ms));
 }
 
-Result<std::unique_ptr<stream::PostSource>> OpenSource(const std::string& spec) {
+Result<std::unique_ptr<stream::PostSource>> OpenSource(const std::string& spec, int idle_ms) {
   if (spec.rfind("kafka://", 0) == 0) {
-    return InvalidArgumentError(
-        "--source '{}': Kafka sources run in the scaled-out deployment (see docs/stream.md); "
-        "`surge trends` reads a JSONL file, '-' (stdin) or sim:[SCENARIO]",
-        spec);
+    SURGE_ASSIGN_OR_RETURN(auto k, stream::kafka::KafkaPipelineSource::Open(spec, idle_ms));
+    return std::unique_ptr<stream::PostSource>(std::move(k));
   }
   if (spec == "sim" || spec.rfind("sim:", 0) == 0) return stream::OpenSimSource(spec);
   SURGE_ASSIGN_OR_RETURN(auto s, stream::JsonlSource::Open(spec));
@@ -103,7 +103,7 @@ int RunTrends(const TrendsArgs& a) {
   o.annotate.dict_path = a.dict;
   o.annotate.idf_path = a.idf;
 
-  auto source = OpenSource(a.source);
+  auto source = OpenSource(a.source, a.idle_ms);
   if (!source.ok()) return Fail(source.status());
   auto pipeline = stream::Pipeline::Create(o);
   if (!pipeline.ok()) return Fail(pipeline.status());
@@ -112,6 +112,12 @@ int RunTrends(const TrendsArgs& a) {
   auto dead = stream::DeadLetterSink::Open(a.dead_letter);
   if (!dead.ok()) return Fail(dead.status());
   Status st = (*pipeline)->Run(source->get(), {sink->get()}, dead->get());
+  if (st.ok()) {
+    // A Kafka source commits what the finished run has flushed (see pipeline_source.h).
+    if (auto* k = dynamic_cast<stream::kafka::KafkaPipelineSource*>(source->get())) {
+      st = k->CommitAll();
+    }
+  }
   stream::PipelineHealth h = (*pipeline)->health();
   std::ostream& os = a.out == "-" ? std::cerr : std::cout;
   if (a.json) {
@@ -156,13 +162,18 @@ int RunTrends(const TrendsArgs& a) {
 
 std::function<int()> SetupTrends(CLI::App& sub) {
   auto a = std::make_shared<TrendsArgs>();
-  sub.add_option("--source", a->source, "posts: a JSONL file, '-' for stdin, or sim:[SCENARIO]")
+  sub.add_option(
+         "--source", a->source,
+         "posts: a JSONL file, '-' for stdin, sim:[SCENARIO], or kafka://HOST:PORT/TOPIC[?group=G]")
       ->capture_default_str();
   sub.add_option("--out", a->out, "trend updates (JSONL, '-' for stdout)")->capture_default_str();
   sub.add_option("--model", a->model,
                  "model folder (model.onnx, vocab.txt, surge_model.json); default: lexical only");
   sub.add_option("--serve", a->serve,
                  "run the model on surge serve instead of in process: grpc://HOST:PORT");
+  sub.add_option("--idle-ms", a->idle_ms,
+                 "kafka:// source: end after this long without a post (0: never)")
+      ->capture_default_str();
   sub.add_option("--model-every", a->model_every,
                  "run the model on one post in N (by post-id hash); the rest stay lexical")
       ->check(CLI::PositiveNumber)

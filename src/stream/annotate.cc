@@ -292,8 +292,7 @@ Status Annotator::RunModel(AnnotatedBlock* out, size_t first_post) {
     const float* cat = model_out_.category.data() + i * C;
     p.category = static_cast<int16_t>(std::max_element(cat, cat + C) - cat);
     for (int k = 0; k < 3; ++k) p.sentiment[k] = model_out_.sentiment[i * 3 + k];
-    std::copy_n(model_out_.embedding.data() + i * H, H,
-                out->embeddings.data() + rows_[i] * H);
+    std::copy_n(model_out_.embedding.data() + i * H, H, out->embeddings.data() + rows_[i] * H);
     // Keyword weights: a term's probability is the highest of the tokens overlapping it.
     const auto& toks = model_out_.keywords[i];
     TermOcc* t = out->terms.data() + p.term_begin;

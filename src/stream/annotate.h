@@ -18,7 +18,8 @@
 //    0.3 + 0.7 * age / young_days; unknown age: 0.8), at least 0.05;
 //  * category and sentiment: the model's heads when a model is loaded, else the built-in lexicon
 //    (lexicon.h; category "unknown" when no keyword hits);
-//  * with a model (on every post, or on one post in model_every): keyword weights per word = the highest keyword probability among the
+//  * with a model (on every post, or on one post in model_every): keyword weights per word = the
+//  highest keyword probability among the
 //    WordPiece tokens overlapping the word (through the tokenizer's byte offsets), which scales
 //    the term weight (0.25 + p) and so decides top terms; the [CLS] embedding (L2-normalised) is
 //    kept per post for clustering.

@@ -694,17 +694,50 @@ void RankStage::RankBucket(int64_t bucket, std::vector<CandidateBatch> batches, 
     u.authors = std::llround(t.authors.Estimate());
     u.first_seen_ms = t.first_seen_ms;
     u.updated_ms = out->bucket_end_ms;
-    const Candidate& r = *nodes[listed[k].rep].c;
-    for (const Sample& s : r.samples) {
+    // Samples: posts that name the topic first (its hashtag, then one of its listed terms), from
+    // the representative and then every other node of the cluster; a word that bursts with many
+    // stories (a template phrase, say) can sit in a cluster without lending it its posts.
+    std::vector<const Sample*> picked;
+    {
+      std::string_view core = u.hashtag;
+      if (core.size() >= 2 && core.front() == '#' && core.back() == '#') {
+        core = core.substr(1, core.size() - 2);
+      }
+      std::vector<int> from = {listed[k].rep};
+      for (int i : ordered) {
+        if (i != listed[k].rep) from.push_back(i);
+      }
+      const size_t want = static_cast<size_t>(std::max(o_.max_samples, o_.sample_posts));
+      std::vector<uint64_t> seen;
+      for (int pass = 0; pass < 3 && picked.size() < want; ++pass) {
+        for (int i : from) {
+          for (const Sample& smp : nodes[i].c->samples) {
+            if (picked.size() >= want) break;
+            if (std::find(seen.begin(), seen.end(), smp.post_key) != seen.end()) continue;
+            bool fits = pass == 2;
+            if (pass == 0) fits = !core.empty() && smp.text.find(core) != std::string::npos;
+            if (pass == 1) {
+              for (const std::string& term : u.terms) {
+                fits |= smp.text.find(term) != std::string::npos;
+              }
+            }
+            if (!fits) continue;
+            seen.push_back(smp.post_key);
+            picked.push_back(&smp);
+          }
+        }
+      }
+    }
+    for (const Sample* smp : picked) {
       if (static_cast<int>(u.samples.size()) >= o_.max_samples) break;
-      u.samples.push_back(s.post_id);
+      u.samples.push_back(smp->post_id);
     }
     ranks[t.name] = u.rank;
     t.listed = true;
     std::vector<Sample> posts;
-    for (const Sample& s : r.samples) {
+    for (const Sample* smp : picked) {
       if (static_cast<int>(posts.size()) >= o_.sample_posts) break;
-      posts.push_back(s);
+      posts.push_back(*smp);
     }
     out->samples.push_back(std::move(posts));
     out->updates.push_back(std::move(u));

@@ -1,0 +1,92 @@
+// KafkaPipelineSource: a Kafka topic feeding the embedded pipeline (surge trends / surge demo
+// --source kafka://...), against the mock cluster.
+#include <gtest/gtest.h>
+
+#include "kafka_test_util.h"
+#include "stream/kafka/pipeline_source.h"
+#include "stream/pipeline.h"
+
+namespace surge::stream::kafka {
+namespace {
+
+using testing::kPatienceMs;
+using testing::MakeConsumer;
+using testing::MakeProducer;
+using testing::StartCluster;
+using testing::TestPost;
+
+std::string SourceUri(const MockCluster& mc, const std::string& topic, const std::string& group) {
+  std::string uri = mc.Uri(topic, group);
+  for (const auto& [k, v] : testing::FastConsumerProps()) uri += "&" + k + "=" + v;
+  return uri;
+}
+
+TEST(KafkaPipelineSourceTest, FeedsThePipelineDeadLettersBadRecordsAndCommitsAtTheEnd) {
+  auto mc = StartCluster(1);
+  ASSERT_NE(mc, nullptr);
+  ASSERT_TRUE(mc->CreateTopic("surge.posts", 2).ok());
+  auto producer = MakeProducer(*mc);
+  ASSERT_NE(producer, nullptr);
+  const int kPosts = 300;
+  for (int i = 1; i <= kPosts; ++i) {
+    // ProducerRecord views its bytes: keep them alive across Produce.
+    const std::string key = "p" + std::to_string(i), value = PostToJson(TestPost(i));
+    ProducerRecord r;
+    r.topic = "surge.posts";
+    r.key = key;
+    r.value = value;
+    ASSERT_TRUE(producer->Produce(r).ok());
+    if (i == 100 || i == 200) {
+      ProducerRecord bad;
+      bad.topic = "surge.posts";
+      bad.key = "bad";
+      bad.value = i == 100 ? "{not json" : R"({"id":"x","ts":1,"user":{"id":"u"}})";
+      ASSERT_TRUE(producer->Produce(bad).ok());
+    }
+  }
+  ASSERT_TRUE(producer->Flush(kPatienceMs).ok());
+
+  // The stream ends 3 s after the last record.
+  auto source = KafkaPipelineSource::Open(SourceUri(*mc, "surge.posts", "trends"), 3000);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ((*source)->name(), "kafka:surge.posts");
+  PipelineOptions o;
+  o.threads = 1;
+  o.annotate.new_words = false;
+  auto pipeline = Pipeline::Create(o);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status().ToString();
+  MemoryTrendSink sink;
+  auto dead = DeadLetterSink::Open("");
+  ASSERT_TRUE(dead.ok());
+  ASSERT_TRUE((*pipeline)->Run(source->get(), {&sink}, dead->get()).ok());
+  PipelineHealth h = (*pipeline)->health();
+  EXPECT_EQ(h.posts, kPosts);
+  EXPECT_EQ(h.dead_letters, 2);
+  EXPECT_EQ(h.dead_letters_by_kind["json"], 1);
+  EXPECT_EQ(h.dead_letters_by_kind["missing_field"], 1);
+  EXPECT_TRUE(h.finished);
+
+  // Nothing is committed before the run has flushed; CommitAll commits every record read.
+  auto probe = MakeConsumer(*mc, "trends");
+  ASSERT_NE(probe, nullptr);
+  auto before = probe->Committed({{"surge.posts", 0}, {"surge.posts", 1}}, kPatienceMs);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  for (const auto& tpo : *before) EXPECT_EQ(tpo.offset, kOffsetCommitted);
+  ASSERT_TRUE((*source)->CommitAll().ok());
+  auto after = probe->Committed({{"surge.posts", 0}, {"surge.posts", 1}}, kPatienceMs);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  int64_t total = 0;
+  for (const auto& tpo : *after) total += tpo.offset;
+  EXPECT_EQ(total, kPosts + 2);  // every record, the dead letters included
+}
+
+TEST(KafkaPipelineSourceTest, AUriWithoutATopicIsRefused) {
+  auto s = KafkaPipelineSource::Open("kafka://127.0.0.1:9092", 0);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("posts topic"), std::string::npos) << s.status().ToString();
+  auto bad = KafkaPipelineSource::Open("kafka://", 0);
+  EXPECT_FALSE(bad.ok());
+}
+
+}  // namespace
+}  // namespace surge::stream::kafka
