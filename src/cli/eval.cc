@@ -183,7 +183,7 @@ std::function<int()> SetupEval(CLI::App& sub) {
 }  // namespace
 
 SURGE_REGISTER_COMMAND(eval, "eval",
-                       "score trend updates against a simulator's ground truth (and baselines)",
+                       "Score trend updates against a simulator's ground truth (and baselines)",
                        SetupEval);
 
 }  // namespace surge::cli

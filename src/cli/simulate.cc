@@ -7,6 +7,8 @@
 
 #include "cli/command.h"
 #include "stream/eval/truth.h"
+#include "stream/kafka/sinks.h"
+#include "stream/kafka/uri.h"
 #include "stream/sim/generator.h"
 #include "stream/sim/scenario.h"
 #include "stream/sim/sink.h"
@@ -34,7 +36,25 @@ int Fail(const Status& st) {
 }
 
 // The sink for --out. A Kafka producer plugs in here ("kafka:" targets).
+// Posts produced to a Kafka topic (keyed by post id, idempotent producer).
+class KafkaSimSink final : public sim::PostSink {
+ public:
+  explicit KafkaSimSink(std::unique_ptr<stream::kafka::KafkaPostSink> sink)
+      : sink_(std::move(sink)) {}
+  Status Write(const stream::Post& post) override { return sink_->Write(post); }
+  Status Close() override { return sink_->Flush(60000); }
+
+ private:
+  std::unique_ptr<stream::kafka::KafkaPostSink> sink_;
+};
+
 Result<std::unique_ptr<sim::PostSink>> OpenPostSink(const std::string& target) {
+  if (target.rfind("kafka://", 0) == 0) {
+    SURGE_ASSIGN_OR_RETURN(auto uri, stream::kafka::KafkaUri::Parse(target));
+    if (uri.topic.empty()) uri.topic = "surge.posts";
+    SURGE_ASSIGN_OR_RETURN(auto sink, stream::kafka::KafkaPostSink::Create(uri, 30000));
+    return std::unique_ptr<sim::PostSink>(std::make_unique<KafkaSimSink>(std::move(sink)));
+  }
   SURGE_ASSIGN_OR_RETURN(auto sink, sim::JsonlPostSink::Open(target));
   return std::unique_ptr<sim::PostSink>(std::move(sink));
 }
@@ -106,7 +126,9 @@ std::function<int()> SetupSimulate(CLI::App& sub) {
   auto a = std::make_shared<SimulateArgs>();
   sub.add_option("--scenario", a->scenario,
                  "scenario file, YAML or JSON, read on top of the default (default: built-in)");
-  sub.add_option("--out", a->out, "posts, JSONL; '-' = stdout (default posts.jsonl)");
+  sub.add_option(
+      "--out", a->out,
+      "posts: a JSONL file, '-' = stdout, or kafka://HOST:PORT/TOPIC (default posts.jsonl)");
   sub.add_option("--truth", a->truth, "ground truth JSON; '' = none (default truth.json)");
   sub.add_option("--labels", a->labels, "per-post labels JSONL (default: not written)");
   sub.add_option("--seed", a->seed, "random seed (overrides the scenario's)")
@@ -122,7 +144,7 @@ std::function<int()> SetupSimulate(CLI::App& sub) {
 }  // namespace
 
 SURGE_REGISTER_COMMAND(simulate, "simulate",
-                       "generate a Weibo-like post stream with ground truth (events, spam)",
+                       "Generate a Weibo-like post stream with ground truth (events, spam)",
                        SetupSimulate);
 
 }  // namespace surge::cli

@@ -127,7 +127,7 @@ std::function<int()> SetupWorker(CLI::App& sub) {
   AddCommon(det, a.get(), true);
   det->add_option("--bucket-ms", a->bucket_ms, "bucket width in ms")->capture_default_str();
   det->add_option("--half-life", a->half_life, "EWMA half-life in buckets (default 8)");
-  det->add_option("--threshold", a->threshold, "significance to report (default 4)");
+  det->add_option("--threshold", a->threshold, "significance to report (default 3.5)");
   det->add_option("--beta", a->beta, "noise floor of the significance (default 3)");
   det->callback([stage] { *stage = "detect"; });
   CLI::App* rank = sub.add_subcommand("rank", "candidates -> trend updates (one worker)");
