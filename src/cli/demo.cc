@@ -2,7 +2,7 @@
 // file, or a Kafka topic) through the whole pipeline in one process (annotate with the bundled
 // demo model on the CPU engine, detect, rank, hashtags), a live dashboard on
 // http://127.0.0.1:8080, a refreshing top-10 in the terminal, and the evaluation against the
-// simulator's ground truth at the end. docs/demo.md describes it.
+// simulator's ground truth at the end (README.md, "The surge command").
 #include "stream/demo/demo.h"
 
 #include <signal.h>

@@ -103,5 +103,22 @@ TEST_F(DemoCli, ABusyPortIsNamed) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "Ctrl-C ends the demo cleanly";
 }
 
+// The bundled demo model through the engine matches PyTorch's outputs stored beside it
+// (tools/demo_model/train.py wrote them from the same float16-rounded weights).
+TEST_F(DemoCli, TheDemoModelMatchesPyTorch) {
+  const std::string dir = std::string(SURGE_SOURCE_DIR) + "/models/demo";
+  ASSERT_TRUE(fs::exists(dir + "/model.onnx")) << dir;
+  RunResult b = Surge("build " + dir + "/model.onnx -o " + Path("demo.plan") +
+                      " --profile 'input_ids:1x1,4x32,8x64;attention_mask:1x1,4x32,8x64;"
+                      "token_type_ids:1x1,4x32,8x64'");
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("Attention=4"), std::string::npos) << "the encoder fuses: " << b.out;
+  RunResult c = Surge("compare " + Path("demo.plan") + " --reference " + dir + "/reference.json");
+  EXPECT_EQ(c.code, 0) << c.out;
+  for (const char* out : {"category_logits", "sentiment_logits", "keyword_logits", "embedding"}) {
+    EXPECT_NE(c.out.find(out), std::string::npos) << out << " compared: " << c.out;
+  }
+}
+
 }  // namespace
 }  // namespace surge::cli
