@@ -68,6 +68,8 @@ inline std::shared_ptr<ir::Graph> BertEncoderGraph(uint32_t seed, const BertShap
       node("Gather", {x, g->AddConstant("zero", zero)}, {{"axis", int64_t{1}}}, {b, h}, "");
   g->outputs.push_back(node("Linear", {cls, w("wp", {h, h}), w("bp", {h})},
                             {{"activation", std::string("tanh")}}, {b, h}));
+  // Node names as an optimised import has them: unique (quantised layers are addressed by them).
+  g->MakeNodeNamesUnique();
   return g;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <queue>
+#include <unordered_set>
 
 namespace surge::engine::ir {
 
@@ -168,6 +169,31 @@ Status Graph::TopoSort() {
     for (int out : nodes[i].outputs) values[out].producer = static_cast<int>(i);
   }
   return Status::Ok();
+}
+
+int Graph::MakeNodeNamesUnique() {
+  std::unordered_set<std::string> taken;
+  for (const Node& n : nodes) {
+    if (!n.name.empty()) taken.insert(n.name);
+  }
+  std::unordered_set<std::string> kept;
+  int renamed = 0;
+  for (Node& n : nodes) {
+    if (!n.name.empty() && kept.insert(n.name).second) continue;
+    const std::string base = n.name.empty() ? (n.op_type.empty() ? "node" : n.op_type) : n.name;
+    std::string name = base;
+    if (!n.name.empty() || taken.count(name)) {
+      for (int k = 1;; ++k) {
+        name = base + "_" + std::to_string(k);
+        if (!taken.count(name)) break;
+      }
+    }
+    taken.insert(name);
+    kept.insert(name);
+    n.name = std::move(name);
+    ++renamed;
+  }
+  return renamed;
 }
 
 void Graph::RemoveDeadNodes() {

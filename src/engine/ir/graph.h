@@ -93,6 +93,11 @@ class Graph {
   void RemoveDeadNodes();
   // Redirects every use of value `from` (including graph outputs) to value `to`.
   void ReplaceAllUses(int from, int to);
+  // Names every node uniquely, deterministically: in node order, the first node of a name keeps
+  // it; a later one, or one without a name, becomes `<name or op type>_<k>` with the smallest
+  // k >= 1 no node uses (an unnamed node takes its op type alone when that is free). Returns
+  // the number of nodes renamed. Layers of a quantised plan are addressed by node name.
+  int MakeNodeNamesUnique();
 
   // Checks ids are in range, single producers, inputs produced before use (after TopoSort).
   Status Validate() const;

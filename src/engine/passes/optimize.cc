@@ -65,6 +65,10 @@ Status Optimize(ir::Graph& graph, const PassOptions& options, PassReport* report
     SURGE_RETURN_IF_ERROR(RunPass(graph, "remove-dead-nodes", dead, report));
   }
   SURGE_RETURN_IF_ERROR(RunPass(graph, "infer-shapes", infer, report));
+  // Quantised plans and `surge inspect` address layers by node name.
+  SURGE_RETURN_IF_ERROR(RunPass(
+      graph, "unique-node-names", [&]() -> Result<int> { return graph.MakeNodeNamesUnique(); },
+      report));
   SURGE_RETURN_IF_ERROR(graph.Validate());
   if (report) report->ops_after = graph.OpCounts();
   SURGE_LOG_INFO("optimised graph '{}': {} -> {} nodes", graph.name, nodes_before,

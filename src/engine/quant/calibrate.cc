@@ -60,7 +60,10 @@ Result<std::vector<QuantLayer>> QuantizableLayers(const ir::Graph& g) {
     }
     if (!names.insert(n.name).second) {
       return InvalidArgumentError(
-          "two quantisable layers are both named '{}'; layers are addressed by node name", n.name);
+          "two quantisable layers are both named '{}' and layers are addressed by node name: "
+          "optimise the graph first (passes::Optimize, as `surge build` and `surge calibrate` "
+          "do), which names every node uniquely, or name the nodes uniquely",
+          n.name.empty() ? std::string("(no name)") : n.name);
     }
     out.push_back({static_cast<int>(i), n.name, g.values[x].name, g.values[w].constant.dim(0),
                    g.values[w].constant.dim(1)});

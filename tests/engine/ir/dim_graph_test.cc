@@ -60,6 +60,30 @@ TEST(Graph, TopoSortDeadNodesAndDumps) {
   EXPECT_NE(DumpDot(g).find("digraph"), std::string::npos);
 }
 
+TEST(Graph, MakeNodeNamesUniqueRenamesRepeatsAndBlanksDeterministically) {
+  Graph g;
+  int v = g.AddInput("x", DType::kFloat32, {Dim(4)});
+  auto add = [&](const char* op, const char* name) {
+    const int out = g.AddValue("v");
+    g.AddNode({op, "", name, {v}, {out}, {}});
+    v = out;
+  };
+  add("Relu", "Linear");
+  add("Relu", "Linear");
+  add("Relu", "Linear_1");  // already taken by name: the repeat above skips it
+  add("Relu", "");
+  add("Neg", "");
+  add("Relu", "Linear");
+  add("Relu", "Relu");  // the first blank Relu must not take this name
+  g.outputs = {v};
+  EXPECT_EQ(g.MakeNodeNamesUnique(), 4);
+  std::vector<std::string> names;
+  for (const Node& n : g.nodes) names.push_back(n.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"Linear", "Linear_2", "Linear_1", "Relu_1", "Neg",
+                                             "Linear_3", "Relu"}));
+  EXPECT_EQ(g.MakeNodeNamesUnique(), 0);  // unique names stay as they are
+}
+
 TEST(Graph, CycleIsAnError) {
   Graph g;
   int a = g.AddValue("a"), b = g.AddValue("b");

@@ -16,6 +16,7 @@
 
 #include "engine/backends/cpu/isa.h"
 #include "engine/builder/builder.h"
+#include "engine/passes/passes.h"
 #include "engine/plan/plan_file.h"
 #include "engine/quant/calibrate.h"
 
@@ -129,6 +130,42 @@ TEST(Calibrate, ObservesEveryLinearInputOnRealTokensOnly) {
   EXPECT_GT(qkv_in.hist.max_abs(), 0);
   EXPECT_LT(qkv_in.min, 0);
   EXPECT_GT(qkv_in.max, 0);
+}
+
+TEST(Calibrate, RepeatedLayerNamesAreAmbiguousUntilTheGraphIsOptimised) {
+  // A graph built by hand with every Linear node named "Linear": layers are addressed by node
+  // name, so calibrating it as it is would be ambiguous; optimising names the nodes uniquely.
+  ir::Graph g = BertSeqcls().graph;
+  for (ir::Node& n : g.nodes) {
+    if (n.op_type == "Linear") n.name = "Linear";
+  }
+  auto layers = QuantizableLayers(g);
+  ASSERT_FALSE(layers.ok());
+  EXPECT_EQ(layers.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(layers.status().message().find("both named 'Linear'"), std::string::npos)
+      << layers.status().ToString();
+  EXPECT_NE(layers.status().message().find("optimise the graph first"), std::string::npos);
+  ASSERT_TRUE(passes::Optimize(g, {}, nullptr).ok());
+  layers = QuantizableLayers(g);
+  ASSERT_TRUE(layers.ok()) << layers.status().ToString();
+  ASSERT_EQ(layers->size(), 10u);
+  std::set<std::string> names;
+  for (const auto& l : *layers) names.insert(l.name);
+  EXPECT_EQ(names.size(), 10u);
+  EXPECT_TRUE(names.count("Linear"));
+  EXPECT_TRUE(names.count("Linear_1"));
+  // The renamed graph calibrates and quantises; its spec names every layer once.
+  auto cache =
+      Calibrate(g, TokenBatches(g, 2, 4, 16, 200, 1), TokenBatches(g, 1, 4, 16, 200, 2), "renamed");
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  BuilderConfig c = Config(Precision::kInt8);
+  QuantizeOptions o;
+  o.guard = false;
+  QuantizeReport report;
+  Status st = Quantize(g, &*cache, o, &c, &report);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(c.quant.layers.size(), 10u);
+  EXPECT_EQ(c.quant.layers.at("Linear_1").precision, Precision::kInt8);
 }
 
 TEST(Quantize, Int8PlanOfBertFixtureAgreesWithFp32) {

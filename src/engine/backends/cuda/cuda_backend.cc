@@ -411,6 +411,8 @@ std::string CudaEngine::Describe() const {
                              op.cols, op.weight_nk ? "[N,K]" : "[K,N]",
                              static_cast<int>(d.epilogue), d.residual ? " + residual (C)" : "",
                              extra ? " + bias_act" : "", tuned.empty() ? " heuristic" : tuned);
+        const std::string fallback = quant_.FallbackReason(&op - program_.ops.data());
+        if (!fallback.empty()) kernel += " (fp16 instead of the quantised GEMM: " + fallback + ")";
         break;
       }
       case OpKind::kLayerNorm:
@@ -579,10 +581,12 @@ Status CudaContext::RunOps(const RunShape& sh, bool capturing) {
       }
       case OpKind::kLinear: {
         if (const QuantLinearOp* q = engine_->quant().Find(i)) {
+          Mark("quantize", capturing);
+          SURGE_RETURN_IF_ERROR(quant_runner_.Quantize(*q, rows, Act(in(0)), stream_));
           Mark(q->type == QuantType::kInt8 ? "gemm_int8" : "gemm_fp8", capturing);
-          SURGE_RETURN_IF_ERROR(quant_runner_.Run(*q, lt_, rows, Act(in(0)), engine_->Weight(in(2)),
-                                                  in(3) >= 0 ? Act(in(3)) : nullptr, Act(out),
-                                                  gemm_ws_.get(), kGemmWorkspaceBytes, stream_));
+          SURGE_RETURN_IF_ERROR(quant_runner_.Gemm(*q, lt_, rows, engine_->Weight(in(2)),
+                                                   in(3) >= 0 ? Act(in(3)) : nullptr, Act(out),
+                                                   gemm_ws_.get(), kGemmWorkspaceBytes, stream_));
           break;
         }
         bool extra = false;

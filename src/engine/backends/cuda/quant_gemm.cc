@@ -1,8 +1,7 @@
 #include "engine/backends/cuda/quant_gemm.h"
 
+#include <cuda_runtime_api.h>
 #include <fmt/format.h>
-
-#include <vector>
 
 #include "engine/backends/cuda/cuda_check.h"
 
@@ -34,8 +33,13 @@ bool FusesResidual(const QuantGemmDesc& d, QuantGemmMode mode) {
 
 bool FusesGelu(Activation a) { return a == Activation::kGelu || a == Activation::kGeluTanh; }
 
-// The mode can express the Linear at all (the rest is up to cuBLASLt's heuristic).
-bool ModeApplies(const QuantGemmDesc& d, QuantGemmMode mode) {
+bool UsesScalePointers(const QuantGemmDesc& d) {
+  return d.type == QuantType::kFp8E4M3 && !d.scale_in_alpha;
+}
+
+}  // namespace
+
+bool QuantGemmModeApplies(const QuantGemmDesc& d, QuantGemmMode mode) {
   switch (mode) {
     case QuantGemmMode::kFusedEpilogue:
       // Fused GELU is the tanh form; tanh/relu and an activation before a residual are not
@@ -47,11 +51,20 @@ bool ModeApplies(const QuantGemmDesc& d, QuantGemmMode mode) {
       return true;
     case QuantGemmMode::kInt32:
       return d.type == QuantType::kInt8;
+    case QuantGemmMode::kFloat32:
+      return d.type == QuantType::kFp8E4M3;
   }
   return false;
 }
 
-Status MakeLayouts(const QuantGemmDesc& d, QuantGemmMode mode, Layouts* out) {
+namespace {
+
+// Placeholder scale addresses for the heuristic query without probe operands: cuBLASLt only
+// checks that they are set; every call sets the real ones.
+alignas(256) float placeholder_scales[2] = {1.f, 1.f};
+
+Status MakeLayouts(const QuantGemmDesc& d, QuantGemmMode mode, const QuantGemmOperands* probe,
+                   Layouts* out) {
   const bool int8 = d.type == QuantType::kInt8;
   const cudaDataType_t in_t = int8 ? CUDA_R_8I : CUDA_R_8F_E4M3;
   const bool int32_out = mode == QuantGemmMode::kInt32;
@@ -72,38 +85,48 @@ Status MakeLayouts(const QuantGemmDesc& d, QuantGemmMode mode, Layouts* out) {
     SURGE_RETURN_IF_ERROR(
         Set(out->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, static_cast<int32_t>(CUDA_R_16F)));
   }
-  const cudaDataType_t out_t = int32_out ? CUDA_R_32I : CUDA_R_16F;
+  if (UsesScalePointers(d)) {
+    const float* w_scale = probe ? probe->w_scale : &placeholder_scales[0];
+    const float* x_scale = probe ? probe->x_scale : &placeholder_scales[1];
+    SURGE_RETURN_IF_ERROR(Set(out->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w_scale));
+    SURGE_RETURN_IF_ERROR(Set(out->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale));
+  }
+  const cudaDataType_t out_t = int32_out                         ? CUDA_R_32I
+                               : mode == QuantGemmMode::kFloat32 ? CUDA_R_32F
+                                                                 : CUDA_R_16F;
   SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&out->a, in_t, d.k, d.n, d.k));
   SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&out->b, in_t, d.k, d.m, d.k));
   SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&out->c, out_t, d.n, d.m, d.n));
   return Status::Ok();
 }
 
-// FP8 needs its scale pointers set for the heuristic to consider the scaled kernels; any
-// device address will do for the query, the real ones are set per Run.
-Status SetScalePointers(cublasLtMatmulDesc_t op, const float* w_scale, const float* x_scale) {
-  SURGE_RETURN_IF_ERROR(Set(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w_scale));
-  SURGE_RETURN_IF_ERROR(Set(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale));
-  return Status::Ok();
-}
-
-Result<cublasLtMatmulAlgo_t> FirstAlgo(cublasLtHandle_t handle, const Layouts& l, size_t ws) {
+Result<std::vector<cublasLtMatmulAlgo_t>> Algos(cublasLtHandle_t handle, const Layouts& l,
+                                                size_t ws) {
   cublasLtMatmulPreference_t pref = nullptr;
   SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws64 = ws;
   cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws64, sizeof(ws64));
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[QuantGemm::kMaxAlgos] = {};
   int returned = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {
-    st = cublasLtMatmulAlgoGetHeuristic(handle, l.op, l.a, l.b, l.c, l.c, pref, 1, &result,
-                                        &returned);
+    st = cublasLtMatmulAlgoGetHeuristic(handle, l.op, l.a, l.b, l.c, l.c, pref,
+                                        QuantGemm::kMaxAlgos, results, &returned);
   }
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || returned == 0 || result.state != CUBLAS_STATUS_SUCCESS) {
-    return UnimplementedError("no cuBLASLt algorithm (status {})", static_cast<int>(st));
+  std::vector<cublasLtMatmulAlgo_t> out;
+  for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < returned; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) out.push_back(results[i].algo);
   }
-  return result.algo;
+  if (out.empty()) {
+    return UnimplementedError("no cuBLASLt algorithm (heuristic status {}, {} returned)",
+                              static_cast<int>(st), returned);
+  }
+  return out;
+}
+
+bool Refused(cublasStatus_t st) {
+  return st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE;
 }
 
 }  // namespace
@@ -116,41 +139,48 @@ std::string_view QuantGemmModeName(QuantGemmMode mode) {
       return "scaled + bias_act";
     case QuantGemmMode::kInt32:
       return "int32 + dequantize";
+    case QuantGemmMode::kFloat32:
+      return "fp32 + dequantize";
   }
   return "?";
 }
 
+bool QuantGemmModeAccumulates(QuantGemmMode mode) {
+  return mode == QuantGemmMode::kInt32 || mode == QuantGemmMode::kFloat32;
+}
+
 std::string QuantGemmDesc::Key() const {
-  return fmt::format("{} m={} n={} k={} bias={} act={} res={}",
+  return fmt::format("{} m={} n={} k={} bias={} act={} res={}{}",
                      type == QuantType::kInt8 ? "int8" : "fp8", m, n, k, bias ? 1 : 0,
-                     static_cast<int>(activation), residual ? 1 : 0);
+                     static_cast<int>(activation), residual ? 1 : 0,
+                     type == QuantType::kInt8 ? "" : (scale_in_alpha ? " alpha=1" : " alpha=0"));
 }
 
 bool QuantGemmShapeSupported(int64_t n, int64_t k) { return n % 16 == 0 && k % 16 == 0; }
 
 Result<std::unique_ptr<QuantGemm>> QuantGemm::Create(cublasLtHandle_t handle,
                                                      const QuantGemmDesc& desc, size_t ws,
-                                                     QuantGemmMode first) {
+                                                     QuantGemmMode first,
+                                                     const QuantGemmOperands* probe,
+                                                     bool only_first) {
   if (desc.m <= 0 || !QuantGemmShapeSupported(desc.n, desc.k)) {
     return InvalidArgumentError("quantised GEMM {}: M must be positive and N, K multiples of 16",
                                 desc.Key());
   }
   std::string tried;
-  for (int m = static_cast<int>(first); m <= static_cast<int>(QuantGemmMode::kInt32); ++m) {
+  auto note = [&](QuantGemmMode mode, const std::string& what) {
+    tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", QuantGemmModeName(mode), what);
+  };
+  for (int m = static_cast<int>(first); m <= static_cast<int>(QuantGemmMode::kFloat32); ++m) {
     const auto mode = static_cast<QuantGemmMode>(m);
-    if (!ModeApplies(desc, mode)) continue;
+    if (only_first && mode != first) break;
+    if (!QuantGemmModeApplies(desc, mode)) continue;
     Layouts l;
-    Status st = MakeLayouts(desc, mode, &l);
-    // Placeholder scale addresses for the query: cuBLASLt only checks that they are set.
-    static float dummy_scale = 1.f;
-    if (st.ok() && desc.type == QuantType::kFp8E4M3) {
-      st = SetScalePointers(l.op, &dummy_scale, &dummy_scale);
-    }
-    Result<cublasLtMatmulAlgo_t> algo =
-        st.ok() ? FirstAlgo(handle, l, ws) : Result<cublasLtMatmulAlgo_t>(st);
-    if (!algo.ok()) {
-      tried += fmt::format("{}{}: {}", tried.empty() ? "" : "; ", QuantGemmModeName(mode),
-                           algo.status().message());
+    Status st = MakeLayouts(desc, mode, probe, &l);
+    Result<std::vector<cublasLtMatmulAlgo_t>> algos =
+        st.ok() ? Algos(handle, l, ws) : Result<std::vector<cublasLtMatmulAlgo_t>>(st);
+    if (!algos.ok()) {
+      note(mode, algos.status().message());
       l.Destroy();
       continue;
     }
@@ -162,10 +192,27 @@ Result<std::unique_ptr<QuantGemm>> QuantGemm::Create(cublasLtHandle_t handle,
     g->a_ = l.a;
     g->b_ = l.b;
     g->c_ = l.c;
-    g->algo_ = *algo;
-    return g;
+    g->algos_ = std::move(algos).value();
+    if (probe == nullptr) return g;
+    std::string refused;
+    for (size_t i = 0; i < g->algos_.size(); ++i) {
+      const cublasStatus_t cs = g->Call(handle, *probe, i);
+      if (cs == CUBLAS_STATUS_SUCCESS) {
+        // A launched kernel that faults is a real error, not a refusal.
+        SURGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(probe->stream));
+        SURGE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+        g->algos_.erase(g->algos_.begin(), g->algos_.begin() + static_cast<std::ptrdiff_t>(i));
+        return g;
+      }
+      // On probe operands any refusal, whatever its status, only rules this algorithm out.
+      refused += fmt::format("{}{}", refused.empty() ? "" : ",", static_cast<int>(cs));
+    }
+    note(mode, fmt::format("cublasLtMatmul refused all {} algorithms of the heuristic (status {})",
+                           g->algos_.size(), refused));
+    // g's destructor frees the layouts.
   }
-  return UnimplementedError("cuBLASLt runs no form of quantised GEMM {} ({})", desc.Key(), tried);
+  return UnimplementedError("cuBLASLt runs no form of quantised GEMM {} ({})", desc.Key(),
+                            tried.empty() ? "no mode applies" : tried);
 }
 
 QuantGemm::~QuantGemm() {
@@ -173,29 +220,60 @@ QuantGemm::~QuantGemm() {
   l.Destroy();
 }
 
-Status QuantGemm::Run(cublasLtHandle_t handle, const void* w, const void* xq, const float* scales,
-                      const float* w_scale, const float* x_scale, const void* bias,
-                      const void* residual, void* out, void* ws, size_t ws_bytes,
-                      cudaStream_t stream) const {
+cublasStatus_t QuantGemm::Call(cublasLtHandle_t handle, const QuantGemmOperands& o,
+                               size_t algo) const {
   const bool int8 = desc_.type == QuantType::kInt8;
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
   if (mode_ == QuantGemmMode::kFusedEpilogue && desc_.bias) {
-    SURGE_RETURN_IF_ERROR(Set(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias));
+    st = cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &o.bias,
+                                        sizeof(o.bias));
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
   }
-  if (!int8) SURGE_RETURN_IF_ERROR(SetScalePointers(op_, w_scale, x_scale));
-  const void* c = fused_residual_ ? residual : out;
+  if (UsesScalePointers(desc_)) {
+    st = cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &o.w_scale,
+                                        sizeof(o.w_scale));
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      st = cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &o.x_scale,
+                                          sizeof(o.x_scale));
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+  }
+  const cublasLtMatmulAlgo_t* a = &algos_[algo];
   if (mode_ == QuantGemmMode::kInt32) {
     const int32_t one = 1, zero = 0;
-    SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle, op_, &one, w, a_, xq, b_, &zero, out, c_,
-                                                out, c_, &algo_, ws, ws_bytes, stream));
-    return Status::Ok();
+    return cublasLtMatmul(handle, op_, &one, o.w, a_, o.xq, b_, &zero, o.out, c_, o.out, c_, a,
+                          o.workspace, o.workspace_bytes, o.stream);
   }
   const float one = 1.f, zero = 0.f;
   const float* beta = fused_residual_ ? &one : &zero;
-  // INT8: alpha is the per-channel scale vector on the device.
-  const void* alpha = int8 ? static_cast<const void*>(scales) : static_cast<const void*>(&one);
-  SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle, op_, alpha, w, a_, xq, b_, beta, c, c_, out,
-                                              c_, &algo_, ws, ws_bytes, stream));
-  return Status::Ok();
+  const void* c = fused_residual_ ? o.residual : o.out;
+  // INT8: alpha is the per-channel scale vector on the device; FP8: 1 with scale pointers, else
+  // the product of the scales.
+  const void* alpha = int8                   ? static_cast<const void*>(o.scales)
+                      : desc_.scale_in_alpha ? static_cast<const void*>(&desc_.alpha)
+                                             : static_cast<const void*>(&one);
+  return cublasLtMatmul(handle, op_, alpha, o.w, a_, o.xq, b_, beta, c, c_, o.out, c_, a,
+                        o.workspace, o.workspace_bytes, o.stream);
+}
+
+Status QuantGemm::Run(cublasLtHandle_t handle, const QuantGemmOperands& o) const {
+  std::string refused;
+  for (size_t n = 0; n < algos_.size(); ++n) {
+    const size_t i = (current_ + n) % algos_.size();
+    const cublasStatus_t st = Call(handle, o, i);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      current_ = i;
+      return Status::Ok();
+    }
+    if (!Refused(st)) {
+      return InternalError("quantised GEMM {} ({}): cublasLtMatmul failed: status {}", desc_.Key(),
+                           QuantGemmModeName(mode_), static_cast<int>(st));
+    }
+    refused += fmt::format("{}{}", refused.empty() ? "" : ",", static_cast<int>(st));
+  }
+  return UnimplementedError(
+      "quantised GEMM {} ({}): cublasLtMatmul refused all {} algorithms (status {})", desc_.Key(),
+      QuantGemmModeName(mode_), algos_.size(), refused);
 }
 
 }  // namespace surge::engine::cuda

@@ -54,19 +54,21 @@ __device__ __forceinline__ float Activate(Activation act, float v) {
 }
 
 // One thread per 4 consecutive columns of a row; blocks walk rows (grid y).
+template <typename Acc>
 __global__ void __launch_bounds__(kThreads) DequantizeKernel(DequantizeArgs a) {
   const int c0 = (blockIdx.x * kThreads + threadIdx.x) * 4;
   if (c0 >= a.cols) return;
   float s[4], b[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    s[j] = a.scale[c0 + j];
+    s[j] = a.scale ? a.scale[c0 + j] : 1.f;
     b[j] = a.bias ? __half2float(static_cast<const __half*>(a.bias)[c0 + j]) : 0.f;
   }
+  const Acc* accs_in = static_cast<const Acc*>(a.acc);
   for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y) {
     const int64_t at = r * a.cols + c0;
-    const int4 acc = *reinterpret_cast<const int4*>(a.acc + at);
-    const int accs[4] = {acc.x, acc.y, acc.z, acc.w};
+    alignas(16) Acc accs[4];
+    *reinterpret_cast<int4*>(accs) = *reinterpret_cast<const int4*>(accs_in + at);
     alignas(8) __half out[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -96,7 +98,7 @@ cudaError_t QuantizeRun(const QuantizeArgs& a, void*, cudaStream_t stream) {
 }
 
 bool DequantizeCanImplement(const DequantizeArgs& a) {
-  return a.rows >= 0 && a.cols > 0 && a.cols % 4 == 0 && a.acc && a.scale && a.y &&
+  return a.rows >= 0 && a.cols > 0 && a.cols % 4 == 0 && a.acc && (a.scale || a.float_acc) && a.y &&
          reinterpret_cast<uintptr_t>(a.acc) % 16 == 0 && reinterpret_cast<uintptr_t>(a.y) % 8 == 0;
 }
 size_t DequantizeWorkspaceSize(const DequantizeArgs&) { return 0; }
@@ -105,7 +107,11 @@ cudaError_t DequantizeRun(const DequantizeArgs& a, void*, cudaStream_t stream) {
   if (a.rows == 0) return cudaSuccess;
   const unsigned gx = static_cast<unsigned>((a.cols / 4 + kThreads - 1) / kThreads);
   const unsigned gy = static_cast<unsigned>(a.rows < kMaxGridRows ? a.rows : kMaxGridRows);
-  DequantizeKernel<<<dim3(gx, gy), kThreads, 0, stream>>>(a);
+  if (a.float_acc) {
+    DequantizeKernel<float><<<dim3(gx, gy), kThreads, 0, stream>>>(a);
+  } else {
+    DequantizeKernel<int32_t><<<dim3(gx, gy), kThreads, 0, stream>>>(a);
+  }
   return cudaGetLastError();
 }
 

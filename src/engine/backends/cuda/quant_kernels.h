@@ -1,10 +1,12 @@
 // Kernels of the quantised Linear path (INT8 and FP8 e4m3 GEMMs through cuBLASLt, quant_gemm.h):
 // quantising FP16 activations at a per-tensor scale, dequantising INT32 accumulators with
-// per-channel scales plus the Linear epilogue, and host conversions for weights and tests.
+// per-channel scales (or FP32 accumulators of an FP8 GEMM) plus the Linear epilogue, and host
+// conversions for weights and tests.
 //
 //   Quantize:   q = saturate(round_to_nearest_even(x · inv_scale)), int8 in [-128, 127] or e4m3
 //               (finite, saturating to +-448).
-//   Dequantize: y = act(acc · scale[col] + bias[col]) + residual, FP16 out, float32 arithmetic.
+//   Dequantize: y = act(acc · scale[col] + bias[col]) + residual, FP16 out, float32 arithmetic;
+//               acc INT32 or FP32, scale 1 where `scale` is null.
 #pragma once
 
 #include "engine/backends/cuda/kernel_common.h"
@@ -28,8 +30,9 @@ cudaError_t QuantizeRun(const QuantizeArgs& args, void* workspace, cudaStream_t 
 struct DequantizeArgs {
   int64_t rows = 0;
   int cols = 0;
-  const int32_t* acc = nullptr;  // [rows, cols]
-  const float* scale = nullptr;  // [cols]: activation step x weight step of the column
+  const void* acc = nullptr;  // [rows, cols], INT32 or (float_acc) FP32
+  bool float_acc = false;
+  const float* scale = nullptr;  // [cols]: activation step x weight step of the column, or null
   const void* bias = nullptr;    // FP16 [cols] or null
   Activation activation = Activation::kNone;
   const void* residual = nullptr;  // FP16 [rows, cols] or null, added after the activation

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/logging.h"
 #include "engine/backends/cuda/bias_act_kernels.h"
 #include "engine/backends/cuda/cuda_check.h"
 
@@ -20,7 +21,121 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 bool Quantised(Precision p) { return p == Precision::kInt8 || p == Precision::kFp8; }
 
+int64_t RoundUp16(int64_t rows) { return (rows + 15) / 16 * 16; }
+
 }  // namespace
+
+std::vector<float> QuantScaleFloats(const QuantLinearOp& op) {
+  if (op.type == QuantType::kInt8) {
+    std::vector<float> s;
+    s.reserve(op.w_scales.size());
+    for (float w : op.w_scales) s.push_back(op.x_scale * w);
+    return s;
+  }
+  std::vector<float> s(kFp8XScaleAt + 1, 0.f);
+  s[0] = op.w_scales.empty() ? 1.f : op.w_scales[0];
+  s[kFp8XScaleAt] = op.x_scale;
+  return s;
+}
+
+int64_t QuantGemmRows(const QuantLinearOp& op, int64_t rows) {
+  return op.pad_rows ? RoundUp16(rows) : rows;
+}
+
+QuantGemmDesc QuantLinearGemmDesc(const QuantLinearOp& op, int64_t rows) {
+  QuantGemmDesc d{op.type, QuantGemmRows(op, rows), op.n,       op.k,
+                  op.bias, op.activation,           op.residual};
+  if (op.type == QuantType::kFp8E4M3) {
+    d.scale_in_alpha = op.scale_in_alpha;
+    d.alpha = (op.w_scales.empty() ? 1.f : op.w_scales[0]) * op.x_scale;
+  }
+  return d;
+}
+
+Status QuantProbeBuffers::Allocate(int64_t rows, int64_t n, int64_t k, size_t ws) {
+  rows_ = RoundUp16(std::max<int64_t>(rows, 1));
+  n_ = n;
+  k_ = k;
+  ws_bytes_ = ws;
+  const size_t sizes[] = {static_cast<size_t>(n * k),
+                          static_cast<size_t>(rows_ * k),
+                          static_cast<size_t>(rows_ * n) * 4,
+                          static_cast<size_t>(rows_ * n) * 2,
+                          static_cast<size_t>(n) * 2,
+                          static_cast<size_t>(std::max<int64_t>(n, kFp8XScaleAt + 1)) * 4,
+                          ws};
+  size_t total = 0;
+  for (size_t b : sizes) total += AlignUp(std::max<size_t>(b, 1));
+  void* p = nullptr;
+  SURGE_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, total));
+  mem_.reset(p);
+  SURGE_CUDA_RETURN_IF_ERROR(cudaMemset(p, 0, total));
+  char* at = static_cast<char*>(p);
+  char** slots[] = {&w_, &x_, &out_, &res_, &bias_, &scales_, &ws_};
+  for (size_t i = 0; i < 7; ++i) {
+    *slots[i] = at;
+    at += AlignUp(std::max<size_t>(sizes[i], 1));
+  }
+  return Status::Ok();
+}
+
+QuantGemmOperands QuantProbeBuffers::Operands(const QuantLinearOp& op, int64_t gemm_rows) const {
+  SURGE_CHECK(gemm_rows <= rows_ && op.n <= n_ && op.k <= k_,
+              "probe buffers of {}x{}x{} cannot hold layer '{}' at {} rows", rows_, n_, k_, op.node,
+              gemm_rows);
+  QuantGemmOperands o;
+  o.w = w_;
+  o.xq = x_;
+  o.scales = reinterpret_cast<const float*>(scales_);
+  o.w_scale = reinterpret_cast<const float*>(scales_);
+  o.x_scale = reinterpret_cast<const float*>(scales_) + kFp8XScaleAt;
+  o.bias = op.bias ? bias_ : nullptr;
+  o.residual = op.residual ? res_ : nullptr;
+  o.out = out_;
+  o.workspace = ws_;
+  o.workspace_bytes = ws_bytes_;
+  o.stream = nullptr;
+  return o;
+}
+
+Status ChooseQuantGemm(cublasLtHandle_t handle, const QuantProbeBuffers& probe,
+                       std::span<const int64_t> rows, QuantGemmMode first, QuantLinearOp* op) {
+  const bool fp8 = op->type == QuantType::kFp8E4M3;
+  std::string notes;
+  for (bool pad : {false, true}) {
+    for (int m = static_cast<int>(first); m <= static_cast<int>(QuantGemmMode::kFloat32); ++m) {
+      const auto mode = static_cast<QuantGemmMode>(m);
+      if (pad && !QuantGemmModeAccumulates(mode)) continue;
+      for (bool alpha : {false, true}) {
+        if (alpha && !fp8) continue;
+        op->pad_rows = pad;
+        op->scale_in_alpha = alpha;
+        if (!QuantGemmModeApplies(QuantLinearGemmDesc(*op, rows[0]), mode)) continue;
+        bool all = true;
+        for (int64_t r : rows) {
+          const QuantGemmDesc d = QuantLinearGemmDesc(*op, r);
+          const QuantGemmOperands o = probe.Operands(*op, d.m);
+          auto g = QuantGemm::Create(handle, d, probe.workspace_bytes(), mode, &o, true);
+          if (g.ok()) continue;
+          if (g.status().code() != StatusCode::kUnimplemented) return g.status();
+          notes += fmt::format("\n  {}{}{} at {} rows: {}", QuantGemmModeName(mode),
+                               fp8 ? (alpha ? ", scales as alpha" : ", scale pointers") : "",
+                               pad ? ", rows padded to 16" : "", r, g.status().message());
+          all = false;
+          break;
+        }
+        if (all) {
+          op->mode = mode;
+          return Status::Ok();
+        }
+      }
+    }
+  }
+  op->pad_rows = false;
+  op->scale_in_alpha = false;
+  return UnimplementedError("cuBLASLt runs no form of the {} GEMM of layer '{}' (k={} n={}):{}",
+                            fp8 ? "fp8" : "int8", op->node, op->k, op->n, notes);
+}
 
 void QuantizeLinearWeight(const Tensor& w, QuantType type, std::vector<uint8_t>* q,
                           std::vector<float>* scales) {
@@ -123,10 +238,39 @@ Result<QuantLinears> QuantLinears::Analyze(const ir::Graph& g, const Program& p,
 
 Status QuantLinears::Prepare(cublasLtHandle_t handle, size_t ws, int64_t max_token_rows,
                              int64_t max_batch_rows) {
+  if (ops_.empty()) return Status::Ok();
+  int64_t rows = 1, n = 16, k = 16;
+  for (const auto& [i, op] : ops_) {
+    rows = std::max(rows, op.batch_rows ? max_batch_rows : max_token_rows);
+    n = std::max(n, op.n);
+    k = std::max(k, op.k);
+  }
+  QuantProbeBuffers probe;
+  SURGE_RETURN_IF_ERROR(
+      probe.Allocate(rows, n, k, ws).WithContext("buffers to try the quantised GEMMs on"));
+  for (auto it = ops_.begin(); it != ops_.end();) {
+    QuantLinearOp& op = it->second;
+    // The largest count, one row and an odd count: the shapes cuBLASLt is most particular about.
+    const int64_t max_rows = op.batch_rows ? max_batch_rows : max_token_rows;
+    std::vector<int64_t> counts = {max_rows};
+    for (int64_t r : {int64_t{1}, std::min<int64_t>(max_rows, 37)}) {
+      if (std::find(counts.begin(), counts.end(), r) == counts.end()) counts.push_back(r);
+    }
+    Status st = ChooseQuantGemm(handle, probe, counts, QuantGemmMode::kFusedEpilogue, &op);
+    if (st.code() == StatusCode::kUnimplemented) {
+      SURGE_LOG_WARN("cuda backend: layer '{}' runs fp16 instead of {}: {}", op.node,
+                     op.type == QuantType::kInt8 ? "int8" : "fp8", st.message());
+      fallbacks_[it->first] = st.message();
+      it = ops_.erase(it);
+      continue;
+    }
+    SURGE_RETURN_IF_ERROR(st);
+    ++it;
+  }
   size_t total = 0;
   for (const auto& [i, op] : ops_) {
     total += AlignUp(op.weight.size());
-    total += AlignUp((op.type == QuantType::kInt8 ? op.n : 2) * sizeof(float));
+    total += AlignUp(QuantScaleFloats(op).size() * sizeof(float));
   }
   if (ops_.empty()) return Status::Ok();
   void* p = nullptr;
@@ -135,22 +279,11 @@ Status QuantLinears::Prepare(cublasLtHandle_t handle, size_t ws, int64_t max_tok
   device_bytes_ = total;
   char* at = static_cast<char*>(p);
   for (auto& [i, op] : ops_) {
-    QuantGemmDesc d{op.type,    op.batch_rows ? max_batch_rows : max_token_rows,
-                    op.n,       op.k,
-                    op.bias,    op.activation,
-                    op.residual};
-    SURGE_ASSIGN_OR_RETURN(auto gemm, QuantGemm::Create(handle, d, ws));
-    op.mode = gemm->mode();
     SURGE_CUDA_RETURN_IF_ERROR(
         cudaMemcpy(at, op.weight.data(), op.weight.size(), cudaMemcpyHostToDevice));
     op.w_dev = at;
     at += AlignUp(op.weight.size());
-    std::vector<float> scales;
-    if (op.type == QuantType::kInt8) {
-      for (float s : op.w_scales) scales.push_back(op.x_scale * s);
-    } else {
-      scales = {op.w_scales[0], op.x_scale};
-    }
+    const std::vector<float> scales = QuantScaleFloats(op);
     SURGE_CUDA_RETURN_IF_ERROR(
         cudaMemcpy(at, scales.data(), scales.size() * sizeof(float), cudaMemcpyHostToDevice));
     op.scales_dev = reinterpret_cast<const float*>(at);
@@ -164,23 +297,39 @@ const QuantLinearOp* QuantLinears::Find(size_t op_index) const {
   return it == ops_.end() ? nullptr : &it->second;
 }
 
+std::string QuantLinears::FallbackReason(size_t op_index) const {
+  auto it = fallbacks_.find(op_index);
+  return it == fallbacks_.end() ? std::string() : it->second;
+}
+
+QuantLinears::Scratch QuantLinears::ScratchFor(const QuantLinearOp& op, int64_t rows) {
+  const int64_t gemm_rows = QuantGemmRows(op, rows);
+  Scratch s;
+  s.xq = AlignUp(static_cast<size_t>(gemm_rows * op.k));
+  if (QuantGemmModeAccumulates(op.mode)) {
+    s.acc = AlignUp(static_cast<size_t>(gemm_rows * op.n) * 4);
+  }
+  return s;
+}
+
 QuantLinears::Scratch QuantLinears::ScratchBytes(int64_t max_token_rows,
                                                  int64_t max_batch_rows) const {
   Scratch s;
   for (const auto& [i, op] : ops_) {
-    const int64_t rows = op.batch_rows ? max_batch_rows : max_token_rows;
-    s.xq = std::max(s.xq, AlignUp(static_cast<size_t>(rows * op.k)));
-    if (op.mode == QuantGemmMode::kInt32) {
-      s.acc = std::max(s.acc, AlignUp(static_cast<size_t>(rows * op.n) * 4));
-    }
+    const Scratch one = ScratchFor(op, op.batch_rows ? max_batch_rows : max_token_rows);
+    s.xq = std::max(s.xq, one.xq);
+    s.acc = std::max(s.acc, one.acc);
   }
   return s;
 }
 
 std::string QuantLinears::Describe(const QuantLinearOp& op) const {
-  return fmt::format("cublasLt {} gemm ({}) k={} n={} W[N,K] x_scale={:.4g} w_scale={}",
+  return fmt::format("cublasLt {} gemm ({}{}{}) k={} n={} W[N,K] x_scale={:.4g} w_scale={}",
                      op.type == QuantType::kInt8 ? "int8" : "fp8 e4m3", QuantGemmModeName(op.mode),
-                     op.k, op.n, op.x_scale,
+                     op.type == QuantType::kInt8
+                         ? ""
+                         : (op.scale_in_alpha ? ", scales as alpha" : ", scale pointers"),
+                     op.pad_rows ? ", rows padded to 16" : "", op.k, op.n, op.x_scale,
                      op.type == QuantType::kInt8 ? std::string("per channel")
                                                  : fmt::format("{:.4g}", op.w_scales[0]));
 }
@@ -198,42 +347,92 @@ Status QuantLinearRunner::Init(const QuantLinears::Scratch& s) {
 Status QuantLinearRunner::Run(const QuantLinearOp& op, cublasLtHandle_t handle, int64_t rows,
                               const void* x, const void* bias, const void* residual, void* y,
                               void* ws, size_t ws_bytes, cudaStream_t stream) {
+  SURGE_RETURN_IF_ERROR(Quantize(op, rows, x, stream));
+  return Gemm(op, handle, rows, bias, residual, y, ws, ws_bytes, stream);
+}
+
+Status QuantLinearRunner::Quantize(const QuantLinearOp& op, int64_t rows, const void* x,
+                                   cudaStream_t stream) {
   if (rows == 0) return Status::Ok();
-  if (static_cast<size_t>(rows * op.k) > xq_bytes_) {
+  if (static_cast<size_t>(QuantGemmRows(op, rows) * op.k) > xq_bytes_) {
     return InternalError("quantised layer '{}': {} rows exceed the context's scratch", op.node,
                          rows);
   }
-  auto key = std::make_pair(op.op, rows);
-  auto it = plans_.find(key);
-  if (it == plans_.end()) {
-    QuantGemmDesc d{op.type, rows, op.n, op.k, op.bias, op.activation, op.residual};
-    auto plan = QuantGemm::Create(handle, d, ws_bytes, op.mode);
-    if (!plan.ok()) return plan.status().WithContext(fmt::format("layer '{}'", op.node));
-    if ((*plan)->mode() == QuantGemmMode::kInt32 &&
-        acc_bytes_ < static_cast<size_t>(rows * op.n) * 4) {
-      return InternalError(
-          "layer '{}': cuBLASLt needs INT32 accumulators at {} rows but the "
-          "context reserved none",
-          op.node, rows);
-    }
-    it = plans_.emplace(key, std::move(plan).value()).first;
-  }
-  const QuantGemm& g = *it->second;
-  void* xq = scratch_.get();
-  QuantizeArgs qa{op.type, rows * op.k, x, 1.f / op.x_scale, xq};
+  QuantizeArgs qa{op.type, rows * op.k, x, 1.f / op.x_scale, scratch_.get()};
   if (!QuantizeCanImplement(qa)) {
     return InternalError("layer '{}': quantize cannot run on these buffers", op.node);
   }
   SURGE_CUDA_RETURN_IF_ERROR(QuantizeRun(qa, nullptr, stream));
-  const float* w_scale = op.type == QuantType::kFp8E4M3 ? op.scales_dev : nullptr;
-  const float* x_scale = op.type == QuantType::kFp8E4M3 ? op.scales_dev + 1 : nullptr;
+  return Status::Ok();
+}
+
+Status QuantLinearRunner::Gemm(const QuantLinearOp& op, cublasLtHandle_t handle, int64_t rows,
+                               const void* bias, const void* residual, void* y, void* ws,
+                               size_t ws_bytes, cudaStream_t stream) {
+  if (rows == 0) return Status::Ok();
+  const int64_t gemm_rows = QuantGemmRows(op, rows);
+  if (static_cast<size_t>(gemm_rows * op.k) > xq_bytes_) {
+    return InternalError("quantised layer '{}': {} rows exceed the context's scratch", op.node,
+                         rows);
+  }
+  const void* xq = scratch_.get();
+  const auto key = std::make_pair(op.op, rows);
+  // The mode chosen at load; should cuBLASLt refuse every algorithm of a plan at this row count,
+  // the next mode the context's scratch allows (nothing was enqueued by the refused calls).
+  for (QuantGemmMode first = op.mode;;) {
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+      auto plan = QuantGemm::Create(handle, QuantLinearGemmDesc(op, rows), ws_bytes, first);
+      if (!plan.ok()) return plan.status().WithContext(fmt::format("layer '{}'", op.node));
+      const QuantGemmMode mode = (*plan)->mode();
+      if (op.pad_rows && !QuantGemmModeAccumulates(mode)) {
+        return InternalError("layer '{}': rows padded to 16 need an accumulating mode, got {}",
+                             op.node, QuantGemmModeName(mode));
+      }
+      if (QuantGemmModeAccumulates(mode) &&
+          acc_bytes_ < static_cast<size_t>(gemm_rows * op.n) * 4) {
+        return InternalError(
+            "layer '{}': cuBLASLt needs accumulators ({}) at {} rows but the context reserved "
+            "none",
+            op.node, QuantGemmModeName(mode), rows);
+      }
+      it = plans_.emplace(key, std::move(plan).value()).first;
+    }
+    Status st = RunPlan(op, *it->second, handle, rows, xq, bias, residual, y, ws, ws_bytes, stream);
+    if (st.code() != StatusCode::kUnimplemented) return st;
+    const QuantGemmMode refused = it->second->mode();
+    plans_.erase(it);
+    if (refused == QuantGemmMode::kFloat32) {
+      return st.WithContext(fmt::format("layer '{}' at {} rows", op.node, rows));
+    }
+    first = static_cast<QuantGemmMode>(static_cast<int>(refused) + 1);
+  }
+}
+
+Status QuantLinearRunner::RunPlan(const QuantLinearOp& op, const QuantGemm& g,
+                                  cublasLtHandle_t handle, int64_t rows, const void* xq,
+                                  const void* bias, const void* residual, void* y, void* ws,
+                                  size_t ws_bytes, cudaStream_t stream) {
+  QuantGemmOperands o;
+  o.w = op.w_dev;
+  o.xq = xq;
+  o.scales = op.scales_dev;
+  if (op.type == QuantType::kFp8E4M3) {
+    o.w_scale = op.scales_dev;
+    o.x_scale = op.scales_dev + kFp8XScaleAt;
+  }
+  o.workspace = ws;
+  o.workspace_bytes = ws_bytes;
+  o.stream = stream;
   switch (g.mode()) {
     case QuantGemmMode::kFusedEpilogue:
-      return g.Run(handle, op.w_dev, xq, op.scales_dev, w_scale, x_scale, bias, residual, y, ws,
-                   ws_bytes, stream);
+      o.bias = bias;
+      o.residual = residual;
+      o.out = y;
+      return g.Run(handle, o);
     case QuantGemmMode::kScaled: {
-      SURGE_RETURN_IF_ERROR(g.Run(handle, op.w_dev, xq, op.scales_dev, w_scale, x_scale, nullptr,
-                                  nullptr, y, ws, ws_bytes, stream));
+      o.out = y;
+      SURGE_RETURN_IF_ERROR(g.Run(handle, o));
       if (!op.bias && op.activation == Activation::kNone && !op.residual) return Status::Ok();
       BiasActArgs a;
       a.dtype = DataType::kF16;
@@ -247,15 +446,18 @@ Status QuantLinearRunner::Run(const QuantLinearOp& op, cublasLtHandle_t handle, 
       SURGE_CUDA_RETURN_IF_ERROR(BiasActRun(a, nullptr, stream));
       return Status::Ok();
     }
-    case QuantGemmMode::kInt32: {
-      auto* acc = reinterpret_cast<int32_t*>(static_cast<char*>(scratch_.get()) + xq_bytes_);
-      SURGE_RETURN_IF_ERROR(g.Run(handle, op.w_dev, xq, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                  acc, ws, ws_bytes, stream));
+    case QuantGemmMode::kInt32:
+    case QuantGemmMode::kFloat32: {
+      void* acc = static_cast<char*>(scratch_.get()) + xq_bytes_;
+      o.out = acc;
+      SURGE_RETURN_IF_ERROR(g.Run(handle, o));
       DequantizeArgs da;
-      da.rows = rows;
+      da.rows = rows;  // the first `rows` rows of a padded GEMM's output
       da.cols = static_cast<int>(op.n);
       da.acc = acc;
-      da.scale = op.scales_dev;
+      da.float_acc = g.mode() == QuantGemmMode::kFloat32;
+      // INT32: the per-channel steps; FP32: the GEMM already applied the scales.
+      da.scale = da.float_acc ? nullptr : op.scales_dev;
       da.bias = op.bias ? bias : nullptr;
       da.activation = op.activation;
       da.residual = op.residual ? residual : nullptr;

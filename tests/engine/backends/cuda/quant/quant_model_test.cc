@@ -164,6 +164,32 @@ TEST(CudaQuantModel, AccuracyGuardFallsBackLayersToFp16) {
 }
 
 // Build-time checks: no GPU needed.
+TEST(CudaQuantBuild, HandBuiltEncoderCalibratesAndBuildsWithUniqueLayerNames) {
+  // The benchmark's encoder graph is built by hand (not imported): its Linear nodes get unique
+  // names, so calibration, the quantisation spec and the plan agree on every layer.
+  bench::BertShape small;
+  small.hidden = 64;
+  small.heads = 2;
+  small.ffn = 128;
+  small.vocab = 300;
+  small.layers = 2;
+  small.max_pos = 64;
+  auto graph = bench::BertEncoderGraph(7, small);
+  auto cache = Calibrate(*graph, Batches(1, 2, 2, 16, small.vocab, true), {}, "small");
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  BuilderConfig c = Config("cuda", Precision::kFp8, 4, 32);
+  QuantizeOptions o;
+  o.guard = false;
+  QuantizeReport report;
+  Status st = Quantize(*graph, &*cache, o, &c, &report);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(report.quantised, 9);  // 2 x (QKV, out, FFN1, FFN2) + pooler
+  EXPECT_EQ(c.quant.layers.size(), 9u);
+  EXPECT_TRUE(c.quant.layers.count("Linear_8"));
+  auto bytes = builder::BuildPlanFromGraph(*graph, c);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+}
+
 TEST(CudaQuantBuild, Int8WithoutCalibrationAndBadLayerMarks) {
   const ir::Graph g = Fixture();
   auto bytes = builder::BuildPlanFromGraph(g, Config("cuda", Precision::kInt8, 16, 64));

@@ -1,6 +1,7 @@
 // The CUDA backend's quantised Linear pieces on the GPU (each test skips without one): the
 // quantise kernel against the host conversion (bit-exact), and the whole quantised Linear
-// (quantise, cuBLASLt INT8/FP8 GEMM in each epilogue mode cuBLASLt offers, epilogue) against
+// (quantise, cuBLASLt INT8/FP8 GEMM in each epilogue mode cuBLASLt offers, chosen by running it
+// as an engine load does, epilogue; large shapes check every 8th row) against
 //  * the exact-quantised reference: the same quantised operands multiplied in double;
 //    INT8 accumulates exactly, FP8 with Hopper's reduced-precision accumulation (allowed:
 //    2^-12 of sum |xq wq|); outputs are FP16 (2^-9 of the magnitude covers two roundings); a
@@ -168,25 +169,26 @@ void CheckLinear(const OpCase& c, uint32_t seed) {
   cublasLtHandle_t lt = nullptr;
   ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
   constexpr size_t kWs = 32u << 20;
-  QuantGemmDesc desc{c.type, c.m, c.n, c.k, c.bias, c.act, c.residual};
-  auto probe = QuantGemm::Create(lt, desc, kWs, c.first);
-  if (!probe.ok()) {
-    cublasLtDestroy(lt);
-    // Starting from the first mode, some form must run; a later starting mode cuBLASLt does not
-    // offer for this case is only logged.
-    ASSERT_NE(c.first, QuantGemmMode::kFusedEpilogue) << what << ": " << probe.status().ToString();
-    std::printf("%s: not offered (%s)\n", what.c_str(), probe.status().message().c_str());
-    return;
+  {
+    // How the layer runs is chosen as an engine load chooses it: by running the GEMM.
+    QuantProbeBuffers probe;
+    ASSERT_TRUE(probe.Allocate(c.m, c.n, c.k, kWs).ok()) << what;
+    const int64_t counts[] = {c.m};
+    Status chosen = ChooseQuantGemm(lt, probe, counts, c.first, &op);
+    if (!chosen.ok()) {
+      cublasLtDestroy(lt);
+      // Starting from the first mode, some form must run; a later starting mode cuBLASLt does
+      // not offer for this case is only logged.
+      ASSERT_NE(c.first, QuantGemmMode::kFusedEpilogue) << what << ": " << chosen.ToString();
+      std::printf("%s: not offered (%s)\n", what.c_str(), chosen.message().c_str());
+      return;
+    }
   }
-  op.mode = (*probe)->mode();
-  std::printf("%s: mode %s\n", what.c_str(), std::string(QuantGemmModeName(op.mode)).c_str());
+  std::printf("%s: mode %s%s%s\n", what.c_str(), std::string(QuantGemmModeName(op.mode)).c_str(),
+              int8 ? "" : (op.scale_in_alpha ? ", scales as alpha" : ", scale pointers"),
+              op.pad_rows ? ", rows padded to 16" : "");
 
-  std::vector<float> scales;
-  if (int8) {
-    for (float s : op.w_scales) scales.push_back(sx * s);
-  } else {
-    scales = {op.w_scales[0], sx};
-  }
+  const std::vector<float> scales = QuantScaleFloats(op);
   Dev dw(op.weight.size()), ds(scales.size() * 4), dx(c.m * c.k * 2), db(c.n * 2),
       dr(c.m * c.n * 2), dy(c.m * c.n * 2), ws(kWs);
   const auto xh = ToHalf(x), bh = ToHalf(bias), rh = ToHalf(res);
@@ -198,9 +200,7 @@ void CheckLinear(const OpCase& c, uint32_t seed) {
   op.w_dev = dw.p;
   op.scales_dev = ds.as<float>();
   QuantLinearRunner runner;
-  QuantLinears::Scratch scratch{static_cast<size_t>(c.m * c.k) + 256,
-                                static_cast<size_t>(c.m * c.n * 4) + 256};
-  ASSERT_TRUE(runner.Init(scratch).ok());
+  ASSERT_TRUE(runner.Init(QuantLinears::ScratchFor(op, c.m)).ok());
   Status st = runner.Run(op, lt, c.m, dx.p, c.bias ? db.p : nullptr, c.residual ? dr.p : nullptr,
                          dy.p, ws.p, kWs, nullptr);
   ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
@@ -209,16 +209,26 @@ void CheckLinear(const OpCase& c, uint32_t seed) {
   cudaMemcpy(yh.data(), dy.p, yh.size() * 2, cudaMemcpyDeviceToHost);
   cublasLtDestroy(lt);
 
+  // The rows checked: all of them, or on large shapes every 8th and the last (rows are
+  // independent; the host references are O(rows n k) in double).
+  std::vector<int64_t> rows;
+  const int64_t stride = c.m * c.n * c.k > (int64_t{1} << 27) ? 8 : 1;
+  for (int64_t i = 0; i < c.m; i += stride) rows.push_back(i);
+  if (rows.back() != c.m - 1) rows.push_back(c.m - 1);
+  const int64_t nr = static_cast<int64_t>(rows.size());
+
   // Dequantised operands.
-  std::vector<double> xq(c.m * c.k), wq(c.k * c.n);
-  for (int64_t i = 0; i < c.m * c.k; ++i) {
-    const float v = x[i] * (1.f / sx);
-    if (int8) {
-      xq[i] = std::clamp(std::nearbyint(v), -128.f, 127.f) * static_cast<double>(sx);
-    } else {
-      uint8_t q;
-      FloatToE4m3Host(&v, &q, 1);
-      xq[i] = E4m3ToFloatHost(q) * static_cast<double>(sx);
+  std::vector<double> xq(nr * c.k), wq(c.k * c.n);
+  for (int64_t r = 0; r < nr; ++r) {
+    for (int64_t p = 0; p < c.k; ++p) {
+      const float v = x[rows[r] * c.k + p] * (1.f / sx);
+      if (int8) {
+        xq[r * c.k + p] = std::clamp(std::nearbyint(v), -128.f, 127.f) * static_cast<double>(sx);
+      } else {
+        uint8_t q;
+        FloatToE4m3Host(&v, &q, 1);
+        xq[r * c.k + p] = E4m3ToFloatHost(q) * static_cast<double>(sx);
+      }
     }
   }
   for (int64_t j = 0; j < c.n; ++j) {
@@ -228,18 +238,19 @@ void CheckLinear(const OpCase& c, uint32_t seed) {
                              : E4m3ToFloatHost(q) * static_cast<double>(op.w_scales[0]);
     }
   }
-  // The CPU reference of the FP32 Linear.
+  // The CPU reference of the FP32 Linear on the checked rows.
   ir::Node node;
   node.op_type = "Linear";
   node.domain = std::string(ir::kSurgeDomain);
   node.name = "ref";
   const char* act_name[] = {"none", "gelu", "gelu_tanh", "tanh", "relu"};
   node.attrs["activation"] = std::string(act_name[static_cast<int>(c.act)]);
-  Tensor xt(DType::kFloat32, {c.m, c.k}), bt(DType::kFloat32, {c.n}),
-      rt(DType::kFloat32, {c.m, c.n});
-  std::copy(x.begin(), x.end(), xt.data_as<float>());
+  Tensor xt(DType::kFloat32, {nr, c.k}), bt(DType::kFloat32, {c.n}), rt(DType::kFloat32, {nr, c.n});
+  for (int64_t r = 0; r < nr; ++r) {
+    std::copy_n(x.begin() + rows[r] * c.k, c.k, xt.data_as<float>() + r * c.k);
+    std::copy_n(res.begin() + rows[r] * c.n, c.n, rt.data_as<float>() + r * c.n);
+  }
   std::copy(bias.begin(), bias.end(), bt.data_as<float>());
-  std::copy(res.begin(), res.end(), rt.data_as<float>());
   std::vector<Tensor> ins = {xt, wt, c.bias ? bt : Tensor()};
   node.inputs = {0, 1, c.bias ? 2 : -1};
   if (c.residual) {
@@ -253,12 +264,13 @@ void CheckLinear(const OpCase& c, uint32_t seed) {
   const bool tanh_gelu = op.mode == QuantGemmMode::kFusedEpilogue && c.act == Activation::kGelu;
   const double lip = (c.act == Activation::kGelu || c.act == Activation::kGeluTanh) ? 1.13 : 1.0;
   double worst_exact = 0, worst_bound = 0, dot = 0, na = 0, nb = 0;
-  for (int64_t i = 0; i < c.m; ++i) {
+  for (int64_t r = 0; r < nr; ++r) {
+    const int64_t i = rows[r];
     for (int64_t j = 0; j < c.n; ++j) {
       double acc = 0, mag = 0, qbound = 0;
       for (int64_t p = 0; p < c.k; ++p) {
-        acc += xq[i * c.k + p] * wq[p * c.n + j];
-        mag += std::abs(xq[i * c.k + p] * wq[p * c.n + j]);
+        acc += xq[r * c.k + p] * wq[p * c.n + j];
+        mag += std::abs(xq[r * c.k + p] * wq[p * c.n + j]);
         const double ax = std::abs(x[i * c.k + p]), aw = std::abs(w[p * c.n + j]);
         if (int8) {
           qbound += ax * op.w_scales[j] / 2 + aw * sx / 2 + sx * op.w_scales[j] / 4;
@@ -272,20 +284,23 @@ void CheckLinear(const OpCase& c, uint32_t seed) {
       const double tol = std::ldexp(std::abs(want) + std::abs(pre), -9) +
                          mag * (int8 ? 1e-7 : std::ldexp(1.0, -12)) + 1e-4;
       worst_exact = std::max(worst_exact, std::abs(got - want) / tol);
-      const double r = ref32[i * c.n + j];
+      const double ref = ref32[r * c.n + j];
       const double bound =
-          qbound * lip + (tanh_gelu ? 5e-4 : 0) + std::ldexp(std::abs(r), -9) + 1e-4;
-      worst_bound = std::max(worst_bound, std::abs(got - r) / bound);
-      dot += got * r;
+          qbound * lip + (tanh_gelu ? 5e-4 : 0) + std::ldexp(std::abs(ref), -9) + 1e-4;
+      worst_bound = std::max(worst_bound, std::abs(got - ref) / bound);
+      dot += got * ref;
       na += got * got;
-      nb += r * r;
+      nb += ref * ref;
     }
   }
   EXPECT_LE(worst_exact, 1.0) << what << " vs the exact-quantised reference";
   EXPECT_LE(worst_bound, 1.0) << what << " vs the FP32 reference bound";
   const double cosine = dot / std::sqrt(na) / std::sqrt(nb);
-  if (c.k >= 64) EXPECT_GE(cosine, 0.999) << what;
-  std::printf("  cosine to FP32 %.6f\n", cosine);
+  if (c.k >= 64) {
+    EXPECT_GE(cosine, 0.999) << what;
+  }
+  std::printf("  cosine to FP32 %.6f (%lld of %lld rows checked)\n", cosine,
+              static_cast<long long>(nr), static_cast<long long>(c.m));
 }
 
 TEST(QuantLinearGpu, Int8AndFp8InEveryModeMatchTheReferences) {
@@ -303,9 +318,10 @@ TEST(QuantLinearGpu, Int8AndFp8InEveryModeMatchTheReferences) {
   for (QuantType t : {QuantType::kInt8, QuantType::kFp8E4M3}) {
     for (auto [m, n, k] : shapes) {
       for (auto [act, bias, residual] : epilogues) {
-        for (QuantGemmMode first :
-             {QuantGemmMode::kFusedEpilogue, QuantGemmMode::kScaled, QuantGemmMode::kInt32}) {
+        for (QuantGemmMode first : {QuantGemmMode::kFusedEpilogue, QuantGemmMode::kScaled,
+                                    QuantGemmMode::kInt32, QuantGemmMode::kFloat32}) {
           if (first == QuantGemmMode::kInt32 && t != QuantType::kInt8) continue;
+          if (first == QuantGemmMode::kFloat32 && t != QuantType::kFp8E4M3) continue;
           // The host references are O(m n k) in double: the two large shapes run the plain and
           // GELU epilogues in the preferred mode only.
           const bool large = m * n * k > (int64_t{1} << 27);
@@ -318,6 +334,39 @@ TEST(QuantLinearGpu, Int8AndFp8InEveryModeMatchTheReferences) {
       }
     }
   }
+}
+
+TEST(QuantLinearGpu, Fp8ScalesSitApartAndCanBeTheAlpha) {
+  // No GPU needed: what the device scale buffer and the GEMM descriptor of a layer hold.
+  QuantLinearOp op;
+  op.type = QuantType::kFp8E4M3;
+  op.k = 64;
+  op.n = 32;
+  op.x_scale = 0.25f;
+  op.w_scales = {0.5f};
+  const std::vector<float> s = QuantScaleFloats(op);
+  ASSERT_EQ(s.size(), static_cast<size_t>(kFp8XScaleAt + 1));
+  EXPECT_EQ(s[0], 0.5f);
+  EXPECT_EQ(s[kFp8XScaleAt], 0.25f);
+  EXPECT_EQ(kFp8XScaleAt * sizeof(float) % 16, 0u);  // each scale 16-byte aligned
+  QuantGemmDesc d = QuantLinearGemmDesc(op, 37);
+  EXPECT_EQ(d.m, 37);
+  EXPECT_FALSE(d.scale_in_alpha);
+  op.scale_in_alpha = true;
+  op.pad_rows = true;
+  d = QuantLinearGemmDesc(op, 37);
+  EXPECT_EQ(d.m, 48);
+  EXPECT_TRUE(d.scale_in_alpha);
+  EXPECT_EQ(d.alpha, 0.125f);
+  EXPECT_EQ(QuantLinears::ScratchFor(op, 37).xq, 48u * 64);  // padded rows, 256-byte multiple
+  op.mode = QuantGemmMode::kFloat32;
+  EXPECT_GE(QuantLinears::ScratchFor(op, 37).acc, 48u * 32 * 4);
+  EXPECT_FALSE(QuantGemmModeApplies(d, QuantGemmMode::kInt32));
+  EXPECT_TRUE(QuantGemmModeApplies(d, QuantGemmMode::kFloat32));
+  QuantLinearOp i8 = op;
+  i8.type = QuantType::kInt8;
+  i8.w_scales.assign(32, 2.f);
+  EXPECT_EQ(QuantScaleFloats(i8), std::vector<float>(32, 0.5f));
 }
 
 TEST(QuantLinearGpu, RejectsShapesCublasLtCannotTake) {
