@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "cli/command.h"
 #include "stream/eval/truth.h"
@@ -25,6 +26,7 @@ struct SimulateArgs {
   std::string labels;
   std::string duration;
   double rate = -1;
+  double speed = 0;  // simulated seconds per wall second; 0 = as fast as the sink takes them
   int64_t seed = -1;
   bool print_scenario = false;
   bool quiet = false;
@@ -91,7 +93,15 @@ int RunSimulate(const SimulateArgs& a) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<sim::SimPost> batch;
+  int64_t first_ts = INT64_MIN;
   while ((*gen)->NextBatch(&batch)) {
+    if (a.speed > 0 && !batch.empty()) {
+      // Paced: a post leaves when as much wall time has passed as its simulated time / speed.
+      if (first_ts == INT64_MIN) first_ts = batch.front().post.ts_ms;
+      const double due_s = static_cast<double>(batch.front().post.ts_ms - first_ts) / 1000.0 / a.speed;
+      std::this_thread::sleep_until(t0 + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                             std::chrono::duration<double>(due_s)));
+    }
     for (const auto& p : batch) {
       if (Status st = (*sink)->Write(p.post); !st.ok()) return Fail(st);
       if (labels) {
@@ -135,6 +145,10 @@ std::function<int()> SetupSimulate(CLI::App& sub) {
       ->check(CLI::NonNegativeNumber);
   sub.add_option("--duration", a->duration, "simulated time, e.g. 30m, 2h (overrides)");
   sub.add_option("--rate", a->rate, "background posts per minute at peak activity (overrides)")
+      ->check(CLI::NonNegativeNumber);
+  sub.add_option("--speed", a->speed,
+                 "pace the posts at this many simulated seconds per second, e.g. 60 (default 0: "
+                 "as fast as the output takes them)")
       ->check(CLI::NonNegativeNumber);
   sub.add_flag("--print-scenario", a->print_scenario, "print the default scenario (YAML) and exit");
   sub.add_flag("--quiet", a->quiet, "no summary on stderr");

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -118,6 +119,30 @@ TEST_F(SimCli, SimulateIsDeterministicAndHonoursOverrides) {
   EXPECT_EQ(out.rfind("{\"id\":\"p1\"", 0), 0u) << out.substr(0, 200);
   ASSERT_EQ(Run("simulate --print-scenario", &out), 0);
   EXPECT_NE(out.find("name: default"), std::string::npos);
+}
+
+// --speed paces the posts at simulated time / speed: the same posts, held back until they are due
+// (a lower bound on the wall time, which only pacing can produce: unpaced, 90 s of posts take
+// milliseconds). A negative speed is refused by name.
+TEST_F(SimCli, SpeedPacesThePostsWithoutChangingThem) {
+  std::string out;
+  ASSERT_EQ(Run("simulate --scenario " + kSmall + " --duration 90s --out a.jsonl --truth ''", &out),
+            0)
+      << out;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(Run("simulate --scenario " + kSmall +
+                    " --duration 90s --speed 90 --out b.jsonl --truth ''",
+                &out),
+            0)
+      << out;
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(Read("a.jsonl"), Read("b.jsonl"));
+  // The last post is due after (its time - the first's) / 90 s: at least 0.9 s for 90 s of posts
+  // whose first and last lie more than 81 s apart.
+  EXPECT_GE(secs, 0.9);
+  EXPECT_NE(Run("simulate --scenario " + kSmall + " --speed -1 --out c.jsonl", &out), 0);
+  EXPECT_NE(out.find("--speed"), std::string::npos) << out;
 }
 
 TEST_F(SimCli, BadScenarioNamesFileLineAndField) {

@@ -10,8 +10,8 @@ differ from the default scenario's) and exported the way the trend pipeline load
                         keyword_logits [batch, seq], embedding [batch, H] (L2-normalised [CLS])
   OUT/vocab.txt         WordPiece vocabulary built from the training posts
   OUT/surge_model.json  tokenizer, label names and output names
-  OUT/hf/               the same weights as a Hugging Face folder (config.json, model.safetensors,
-                        vocab.txt; heads as extra tensors, see MODEL_CARD.md)
+  --hf-out DIR          (optional) the same weights as a Hugging Face folder (config.json,
+                        model.safetensors, vocab.txt; heads as extra tensors, see MODEL_CARD.md)
   OUT/reference.json    PyTorch's outputs on a few posts (the engine is checked against them)
   OUT/metrics.json      held-out accuracy
 
@@ -20,6 +20,7 @@ small; the engine folds the casts at build time.
 
 Runs on the CPU with PyTorch (Debian's python3-torch) and transformers:
   python3 tools/demo_model/train.py --posts P --labels L --eval-posts P2 --eval-labels L2 --out models/demo
+(tools/demo_model/make.sh runs the whole recipe.)
 """
 import argparse
 import json
@@ -221,12 +222,13 @@ def main():
     ap.add_argument("--max-length", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--hf-out", help="also write the weights as a Hugging Face folder here")
     a = ap.parse_args()
 
     torch.manual_seed(a.seed)
     random.seed(a.seed)
     torch.set_num_threads(a.threads)
-    os.makedirs(os.path.join(a.out, "hf"), exist_ok=True)
+    os.makedirs(a.out, exist_ok=True)
     t0 = time.time()
     rows = load(a.posts, a.labels, a.train_posts + 2000, a.seed)
     dev, train = rows[:2000], rows[2000:]
@@ -296,17 +298,19 @@ def main():
     to_fp16_initializers(onnx_path)
 
     # Hugging Face folder: the encoder under BertModel names, the heads as extra tensors.
-    from safetensors.torch import save_file
-    state = {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()}
-    save_file(state, os.path.join(a.out, "hf", "model.safetensors"), metadata={"format": "pt"})
-    cfg = config.to_dict()
-    cfg["architectures"] = ["BertModel"]
-    cfg["torch_dtype"] = "float16"
-    cfg["surge_heads"] = {"category": "category", "sentiment": "sentiment", "keyword": "keyword"}
-    with open(os.path.join(a.out, "hf", "config.json"), "w") as f:
-        json.dump(cfg, f, indent=1)
-    with open(os.path.join(a.out, "hf", "vocab.txt"), "w", encoding="utf-8") as f:
-        f.write("\n".join(words) + "\n")
+    if a.hf_out:
+        from safetensors.torch import save_file
+        os.makedirs(a.hf_out, exist_ok=True)
+        state = {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()}
+        save_file(state, os.path.join(a.hf_out, "model.safetensors"), metadata={"format": "pt"})
+        cfg = config.to_dict()
+        cfg["architectures"] = ["BertModel"]
+        cfg["torch_dtype"] = "float16"
+        cfg["surge_heads"] = {"category": "category", "sentiment": "sentiment", "keyword": "keyword"}
+        with open(os.path.join(a.hf_out, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=1)
+        with open(os.path.join(a.hf_out, "vocab.txt"), "w", encoding="utf-8") as f:
+            f.write("\n".join(words) + "\n")
 
     with open(os.path.join(a.out, "surge_model.json"), "w", encoding="utf-8") as f:
         json.dump({"format": 1,

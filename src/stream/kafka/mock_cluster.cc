@@ -35,8 +35,36 @@ Result<std::unique_ptr<MockCluster>> MockCluster::Create(int brokers) {
 }
 
 MockCluster::~MockCluster() {
+  if (query_ != nullptr) rd_kafka_destroy(query_);
   if (cluster_ != nullptr) rd_kafka_mock_cluster_destroy(cluster_);
   if (owner_ != nullptr) rd_kafka_destroy(owner_);
+}
+
+Result<std::pair<int64_t, int64_t>> MockCluster::Watermarks(std::string_view topic,
+                                                            int32_t partition, int timeout_ms) {
+  if (query_ == nullptr) {
+    internal::ConfPtr conf(rd_kafka_conf_new());
+    char err[512];
+    if (rd_kafka_conf_set(conf.get(), "bootstrap.servers", bootstrap_.c_str(), err, sizeof(err)) !=
+            RD_KAFKA_CONF_OK ||
+        rd_kafka_conf_set(conf.get(), "client.id", "surge-mock-watermarks", err, sizeof(err)) !=
+            RD_KAFKA_CONF_OK ||
+        rd_kafka_conf_set(conf.get(), "log_level", "3", err, sizeof(err)) != RD_KAFKA_CONF_OK) {
+      return InternalError("mock cluster: configuring its query client: {}", err);
+    }
+    query_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), err, sizeof(err));
+    if (query_ == nullptr) return InternalError("mock cluster: creating its query client: {}", err);
+    conf.release();
+  }
+  int64_t low = 0, high = 0;
+  const std::string name(topic);
+  rd_kafka_resp_err_t e =
+      rd_kafka_query_watermark_offsets(query_, name.c_str(), partition, &low, &high, timeout_ms);
+  if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return UnavailableError("mock cluster: watermarks of {}[{}]: {}", topic, partition,
+                            rd_kafka_err2str(e));
+  }
+  return std::make_pair(low, high);
 }
 
 std::string MockCluster::Uri(std::string_view topic, std::string_view group) const {

@@ -75,9 +75,16 @@ class MockCluster {
   // auto-creation off; the mock otherwise creates any topic a producer names).
   void SetTopicError(std::string_view topic, rd_kafka_resp_err_t err);
 
+  // The partition's log start and end offsets, asked of the cluster like any client would. The
+  // mock keeps a bounded log per partition (a few MB in librdkafka 2.x) and deletes the oldest
+  // records past it, as retention would: a start offset above 0 means records were dropped.
+  Result<std::pair<int64_t, int64_t>> Watermarks(std::string_view topic, int32_t partition,
+                                                 int timeout_ms = 5000);
+
  private:
   MockCluster() = default;
   rd_kafka_t* owner_ = nullptr;
+  rd_kafka_t* query_ = nullptr;  // a client of the cluster for Watermarks(), made on first use
   rd_kafka_mock_cluster_s* cluster_ = nullptr;
   std::string bootstrap_;
   int brokers_ = 0;
