@@ -40,6 +40,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--model", default="")
+    ap.add_argument("--model-every", type=int, default=1,
+                    help="run the model on one post in N (surge trends --model-every)")
     ap.add_argument("--taskset", default="", help="CPU list to pin to, e.g. 0,1")
     ap.add_argument("--out", default="")
     a = ap.parse_args()
@@ -56,7 +58,8 @@ def main():
             for _ in range(a.repeats):
                 cmd = prefix + [surge, "trends", "--json", "--threads", str(a.threads)]
                 if a.model:
-                    cmd += ["--model", os.path.abspath(a.model)]
+                    cmd += ["--model", os.path.abspath(a.model),
+                            "--model-every", str(a.model_every)]
                 out, _, cpu, wall = run(cmd, d)
                 j = json.loads(out.strip().splitlines()[-1])
                 j["process_cpu_seconds"] = cpu
@@ -76,6 +79,7 @@ def main():
                 "latency_p99_ms_median": statistics.median(r["latency_p99_ms"] for r in runs),
                 "threads": runs[0]["threads"],
                 "model": runs[0]["model"],
+                "model_every": a.model_every if a.model else None,
                 "eval": {k: {m: v[m] for m in ("precision_at_k", "recall", "delay_median_buckets",
                                                "delay_p90_buckets", "spam_surfaced",
                                                "duplicate_rate")}

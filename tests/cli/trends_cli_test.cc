@@ -146,7 +146,7 @@ TEST_F(TrendsCli, BadFlagsAndInputsAreClearErrors) {
       {"--top-k 0", "--top-k"},
       {"--threads -1", "--threads"},
       {"--source missing.jsonl", "missing.jsonl"},
-      {"--source kafka://127.0.0.1:1/posts --idle-ms 2000", "no record in 2000 ms"},
+      {"--source kafka://127.0.0.1:1/posts --idle-ms 2000", "no partition assigned in 12000 ms"},
       {"--source kafka://127.0.0.1:1", "posts topic"},
       {"--model nowhere", "nowhere"},
       {"--shards 0", "shards"},

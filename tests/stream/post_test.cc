@@ -43,7 +43,7 @@ TEST(PostTest, RoundTripsThroughJson) {
   p.id = "id \"quoted\" \\ back";
   p.ts_ms = -5;
   p.user = {"用户", 7, true, 123};
-  p.text = std::string("tab\tnl\nctl\x01 emoji 😀 中文", 31);
+  p.text = "tab\tnl\nctl\x01 emoji 😀 中文";
   p.repost_of = "p9";
   p.reposts = 1;
   p.comments = 2;

@@ -57,6 +57,21 @@ Result<bool> KafkaPipelineSource::Read(RecordBlock* block, size_t /*max_records*
       received_ = true;
       return true;
     }
+    if (idle_ms_ > 0 && !assigned_) {
+      // The idle clock starts once the group has assigned partitions: joining a group takes
+      // seconds of its own (the coordinator's rebalance delay), which is not the topic being idle.
+      auto parts = source_->consumer().Assignment();
+      if (parts.ok() && !parts->empty()) {
+        assigned_ = true;
+        last_record_ = now;
+      } else if (now - last_record_ > std::chrono::milliseconds(idle_ms_ + kJoinAllowanceMs)) {
+        return UnavailableError(
+            "{}: no partition assigned in {} ms (are the brokers reachable and does the topic "
+            "exist?)",
+            name_, idle_ms_ + kJoinAllowanceMs);
+      }
+      continue;
+    }
     if (idle_ms_ > 0 && now - last_record_ > std::chrono::milliseconds(idle_ms_)) {
       if (!received_) {
         return UnavailableError(

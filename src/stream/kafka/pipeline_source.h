@@ -42,6 +42,8 @@ class KafkaPipelineSource final : public PostSource {
   int idle_ms_ = 0;
   std::atomic<bool> stop_{false};
   bool received_ = false;
+  bool assigned_ = false;  // the group has assigned this reader partitions (idle clock running)
+  static constexpr int kJoinAllowanceMs = 10000;  // for the group join, on top of idle_ms
   std::chrono::steady_clock::time_point last_record_;
   PostBatch batch_;
   std::vector<SourceError> pending_errors_;
