@@ -78,7 +78,9 @@ def main():
                 "latency_p50_ms_median": statistics.median(r["latency_p50_ms"] for r in runs),
                 "latency_p99_ms_median": statistics.median(r["latency_p99_ms"] for r in runs),
                 "threads": runs[0]["threads"],
-                "model": runs[0]["model"],
+                # The model folder as given (relative to where the script ran), not this
+                # machine's absolute path.
+                "model": a.model if a.model else runs[0]["model"],
                 "model_every": a.model_every if a.model else None,
                 "eval": {k: {m: v[m] for m in ("precision_at_k", "recall", "delay_median_buckets",
                                                "delay_p90_buckets", "spam_surfaced",

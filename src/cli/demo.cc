@@ -115,10 +115,10 @@ int RunDemo(const DemoArgs& a) {
     paced = g.get();
     source = std::make_unique<stream::PostGeneratorSource>(std::move(g), "sim:" + scenario->name);
     std::cout << fmt::format(
-        "demo: scenario '{}' ({:.0f} simulated minutes, {} events, {} spam campaigns) at {:.0f}x "
-        "speed\n",
+        "demo: scenario '{}' ({:.0f} simulated minutes, {} events, {} spam campaigns) {}\n",
         scenario->name, scenario->duration_ms / 60000.0, scenario->events.size(),
-        scenario->spam.size(), speed);
+        scenario->spam.size(),
+        speed > 0 ? fmt::format("at {:.0f}x speed", speed) : std::string("as fast as it runs"));
   } else if (a.source.rfind("kafka://", 0) == 0) {
     auto k = stream::kafka::KafkaPipelineSource::Open(a.source, a.idle_ms);
     if (!k.ok()) return Fail(k.status());

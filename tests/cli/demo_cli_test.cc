@@ -120,5 +120,22 @@ TEST_F(DemoCli, TheDemoModelMatchesPyTorch) {
   }
 }
 
+// The Hugging Face export of the same weights imports into Surge's engine and matches
+// transformers' BertModel on it (tools/demo_model/hf_reference.py wrote the reference).
+TEST_F(DemoCli, TheDemoModelsHuggingFaceFolderMatchesTransformers) {
+  const std::string hf = std::string(SURGE_SOURCE_DIR) + "/models/demo/hf";
+  for (const char* f : {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json",
+                        "reference.json"}) {
+    ASSERT_TRUE(fs::exists(hf + "/" + f)) << hf << "/" << f;
+  }
+  RunResult b = Surge("build " + hf + " -o " + Path("demo_hf.plan") +
+                      " --profile 'input_ids:1x1,1x32,1x64;attention_mask:1x1,1x32,1x64;"
+                      "token_type_ids:1x1,1x32,1x64'");
+  ASSERT_EQ(b.code, 0) << b.out;
+  RunResult c = Surge("compare " + Path("demo_hf.plan") + " --reference " + hf + "/reference.json");
+  EXPECT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("last_hidden_state"), std::string::npos) << c.out;
+}
+
 }  // namespace
 }  // namespace surge::cli

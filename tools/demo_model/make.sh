@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Re-makes models/demo from nothing: simulates the labelled training posts (a scenario of its own,
 # tools/demo_model/train_scenario.yaml) and the default scenario's posts (held out: its events are
-# never seen in training), then trains and exports the model on the CPU (about 30 minutes on 2
+# never seen in training), then trains and exports the model on the CPU (about 40 minutes on 2
 # cores). Needs a built surge (scripts/test or scripts/demo) and Debian's python3-torch.
 #
 #   tools/demo_model/make.sh [OUT_DIR]      (default models/demo)
@@ -25,4 +25,5 @@ mkdir -p "$work"
 "$surge" simulate --out "$work/posts.jsonl" --truth "$work/truth.json" --labels "$work/labels.jsonl"
 "$work/venv/bin/python" tools/demo_model/train.py --posts "$work/train_posts.jsonl" \
   --labels "$work/train_labels.jsonl" --eval-posts "$work/posts.jsonl" \
-  --eval-labels "$work/labels.jsonl" --out "$out"
+  --eval-labels "$work/labels.jsonl" --out "$out" --hf-out "$out/hf"
+"$work/venv/bin/python" tools/demo_model/hf_reference.py --model "$out" --hf "$out/hf"

@@ -218,7 +218,7 @@ def main():
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--ffn", type=int, default=768)
-    ap.add_argument("--vocab-size", type=int, default=4000)
+    ap.add_argument("--vocab-size", type=int, default=3500)
     ap.add_argument("--max-length", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
