@@ -2,7 +2,8 @@
 """Surge CPU engine vs ONNX Runtime (CPU EP) on the same ONNX file, same thread count, one run.
 
 Models: BERT-base and a 4-layer hidden-256 BERT, both PyTorch exports (TorchScript path) filled
-with random weights by tools/bench/make_bench_model.py. Shapes 1x32, 1x128, 8x128, 32x128.
+with random weights by tools/bench/make_bench_model.py; `demo` is the bundled trained demo model
+(models/demo: its own vocabulary, accuracy on its category logits over simulated posts). Shapes 1x32, 1x128, 8x128, 32x128.
 For each: Surge builds a plan (timed), `surge bench --json` measures it, ONNX Runtime (graph
 optimisation level all, intra-op threads = --threads) is timed in this process with the same
 warm-up and iteration counts. Prints the ratio table; writes bench/results/<date>-cpu_vs_ort-<host>.json.
@@ -73,9 +74,33 @@ CORPUS = os.path.join(ROOT, "tests/fixtures/text/weibo_corpus.txt")
 VOCAB = os.path.join(ROOT, "tests/fixtures/text/vocab.txt")
 
 
-def corpus_slice(path, start, count):
+def model_spec(a, model, folder):
+    """Where a model's ONNX file, vocabulary and posts come from, and which output is compared."""
+    if model != "demo":
+        return {"onnx": os.path.join(folder, "model.onnx"), "vocab": VOCAB, "vocab_size": 21128,
+                "logits": "logits", "corpus": CORPUS}
+    demo = os.path.join(ROOT, "models/demo")
+    os.makedirs(folder, exist_ok=True)
+    corpus = os.path.join(folder, "posts.txt")
+    if not os.path.exists(corpus):
+        # Simulated posts of a scenario the model was not trained on.
+        jsonl = os.path.join(folder, "posts.jsonl")
+        subprocess.run([a.surge, "simulate", "--scenario",
+                        os.path.join(ROOT, "tests/fixtures/stream/scenario_b.yaml"), "--duration",
+                        "3m", "--out", jsonl, "--truth", os.path.join(folder, "truth.json")],
+                       check=True, capture_output=True)
+        with open(jsonl, encoding="utf-8") as f, open(corpus, "w", encoding="utf-8") as o:
+            for line in f:
+                o.write(json.loads(line)["text"].replace("\n", " ") + "\n")
+    with open(os.path.join(demo, "vocab.txt"), encoding="utf-8") as f:
+        size = sum(1 for _ in f)
+    return {"onnx": os.path.join(demo, "model.onnx"), "vocab": os.path.join(demo, "vocab.txt"),
+            "vocab_size": size, "logits": "category_logits", "corpus": corpus}
+
+
+def corpus_slice(path, start, count, corpus=CORPUS):
     out = []
-    with open(CORPUS, encoding="utf-8", errors="replace") as f:
+    with open(corpus, encoding="utf-8", errors="replace") as f:
         for i, line in enumerate(f):
             if i >= start and line.strip():
                 out.append(line.rstrip("\n"))
@@ -86,11 +111,11 @@ def corpus_slice(path, start, count):
     return out
 
 
-def tokenised_batches(surge, texts_path, max_length, batch):
+def tokenised_batches(surge, texts_path, max_length, batch, vocab=VOCAB):
     """Token ids of every line through `surge tokenize` (the tokenizer the plans were calibrated
     with), padded per batch."""
     with open(texts_path, encoding="utf-8") as f:
-        out = subprocess.run([surge, "tokenize", "--vocab", VOCAB, "--json", "--max-length",
+        out = subprocess.run([surge, "tokenize", "--vocab", vocab, "--json", "--max-length",
                               str(max_length)], stdin=f, check=True, capture_output=True,
                              text=True).stdout
     rows = [json.loads(line)["ids"] for line in out.splitlines() if line.strip()]
@@ -108,7 +133,7 @@ def tokenised_batches(surge, texts_path, max_length, batch):
     return batches
 
 
-def surge_logits(surge, plan, batches, threads, work):
+def surge_logits(surge, plan, batches, threads, work, logits="logits"):
     out = []
     for i, b in enumerate(batches):
         path = os.path.join(work, f"batch{i}.json")
@@ -118,7 +143,7 @@ def surge_logits(surge, plan, batches, threads, work):
         res = json.loads(subprocess.run([surge, "infer", plan, "--input", path, "--threads",
                                          str(threads)], check=True, capture_output=True,
                                         text=True).stdout)
-        out.append(np.array(res["logits"]["data"], np.float32).reshape(res["logits"]["shape"]))
+        out.append(np.array(res[logits]["data"], np.float32).reshape(res[logits]["shape"]))
     return np.concatenate(out)
 
 
@@ -129,17 +154,19 @@ def agreement(ref, got):
             "cosine_mean": float(np.mean(cos)), "cosine_min": float(np.min(cos))}
 
 
-def accuracy(a, model, onnx_path, plans, work):
+def accuracy(a, model, spec, plans, work):
     """Surge plans vs ONNX Runtime FP32 logits on unseen posts."""
     import onnxruntime as ort
+    onnx_path = spec["onnx"]
     texts = os.path.join(work, "eval_posts.txt")
-    corpus_slice(texts, 3000, a.eval_texts)
-    batches = tokenised_batches(a.surge, texts, 128, 16)
+    corpus_slice(texts, 3000, a.eval_texts, spec["corpus"])
+    batches = tokenised_batches(a.surge, texts, 128, 16, spec["vocab"])
     so = ort.SessionOptions()
     so.intra_op_num_threads = a.threads
     sess = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
     names = {i.name for i in sess.get_inputs()}
-    ref = np.concatenate([sess.run(["logits"], {k: v for k, v in b.items() if k in names})[0]
+    ref = np.concatenate([sess.run([spec["logits"]],
+                                   {k: v for k, v in b.items() if k in names})[0]
                           for b in batches])
     top2 = np.sort(ref, 1)[:, -2:]
     margin = top2[:, 1] - top2[:, 0]
@@ -148,17 +175,18 @@ def accuracy(a, model, onnx_path, plans, work):
               "ort_fp32_margin_median": float(np.median(margin)),
               "ort_fp32_margin_p10": float(np.percentile(margin, 10))}
     for name, plan in plans.items():
-        result[f"surge_{name}_vs_ort_fp32"] = agreement(ref, surge_logits(a.surge, plan, batches,
-                                                                         a.threads, work))
+        result[f"surge_{name}_vs_ort_fp32"] = agreement(
+            ref, surge_logits(a.surge, plan, batches, a.threads, work, spec["logits"]))
     return result
 
 
-def build_int8(a, model, onnx_path, folder, profile):
+def build_int8(a, model, spec, folder, profile):
+    onnx_path = spec["onnx"]
     posts = os.path.join(folder, "calib_posts.txt")
-    corpus_slice(posts, 0, a.calib_texts)
+    corpus_slice(posts, 0, a.calib_texts, spec["corpus"])
     cache = os.path.join(folder, "model.calib")
     t = time.perf_counter()
-    subprocess.run([a.surge, "calibrate", onnx_path, "--texts", posts, "--vocab", VOCAB,
+    subprocess.run([a.surge, "calibrate", onnx_path, "--texts", posts, "--vocab", spec["vocab"],
                     "--max-length", "128", "-o", cache, "--threads", str(a.threads)], check=True,
                    capture_output=True)
     calib_s = time.perf_counter() - t
@@ -177,7 +205,8 @@ def build_int8(a, model, onnx_path, folder, profile):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--models", default="bert_base,bert_4l_256")
+    ap.add_argument("--models", default="bert_base,bert_4l_256",
+                    help="bert_base, bert_4l_256 (random weights), demo (models/demo)")
     ap.add_argument("--shapes", default=",".join(f"{b}x{s}" for b, s in SHAPES))
     ap.add_argument("--precisions", default="fp32,int8")
     ap.add_argument("--min-iterations", type=int, default=5)
@@ -193,7 +222,8 @@ def main():
     int8_builds = {}
     for model in a.models.split(","):
         folder = os.path.join(a.work, model)
-        onnx_path = os.path.join(folder, "model.onnx")
+        spec = model_spec(a, model, folder)
+        onnx_path = spec["onnx"]
         if not os.path.exists(onnx_path):
             skeleton = os.path.join(ROOT, "tests/fixtures/models/skeletons",
                                     f"{model}.torchscript.onnx")
@@ -208,12 +238,12 @@ def main():
         build_s = time.perf_counter() - t
         int8_plan = None
         if int8:
-            int8_plan, int8_builds[model] = build_int8(a, model, onnx_path, folder, profile)
+            int8_plan, int8_builds[model] = build_int8(a, model, spec, folder, profile)
         for batch, seq in shapes:
             iters = iterations_for(model, batch, seq, a.min_iterations)
             warmup = max(2, iters // 10)
             s50, s99 = surge_bench(a.surge, plan, batch, seq, a.threads, warmup, iters)
-            o50, o99 = ort_time(onnx_path, batch, seq, a.threads, warmup, iters, 21128)
+            o50, o99 = ort_time(onnx_path, batch, seq, a.threads, warmup, iters, spec["vocab_size"])
             row = {"model": model, "batch": batch, "seq": seq, "iterations": iters,
                    "surge_p50_ms": s50, "surge_p99_ms": s99, "ort_p50_ms": o50,
                    "ort_p99_ms": o99, "speedup": o50 / s50, "surge_build_s": build_s}
@@ -228,7 +258,7 @@ def main():
             rows.append(row)
             print(line, flush=True)
         if int8_plan:
-            acc = accuracy(a, model, onnx_path, {"fp32": plan, "int8": int8_plan}, folder)
+            acc = accuracy(a, model, spec, {"fp32": plan, "int8": int8_plan}, folder)
             accuracy_rows.append(acc)
             i = acc["surge_int8_vs_ort_fp32"]
             print(f"{model:12s} int8 vs ORT fp32 on {acc['eval_posts']} posts: top-1 "
@@ -245,6 +275,8 @@ def main():
               "int8_builds": int8_builds, "accuracy": accuracy_rows}
     os.makedirs(os.path.join(ROOT, "bench/results"), exist_ok=True)
     what = "cpu_int8_vs_ort" if int8 else "cpu_vs_ort"
+    if a.models != ap.get_default("models"):
+        what += "-" + a.models.replace(",", "-")
     out = os.path.join(ROOT, "bench/results",
                        f"{result['date']}-{what}-{os.cpu_count()}core.json")
     with open(out, "w") as f:
