@@ -3,10 +3,12 @@
 
 Models: BERT-base and a 4-layer hidden-256 BERT, both PyTorch exports (TorchScript path) filled
 with random weights by tools/bench/make_bench_model.py; `demo` is the bundled trained demo model
-(models/demo: its own vocabulary, accuracy on its category logits over simulated posts). Shapes 1x32, 1x128, 8x128, 32x128.
+(models/demo: its own vocabulary; accuracy on its category logits over simulated posts of a
+scenario it was not trained on). Shapes 1x32, 1x128, 8x128, 32x128.
 For each: Surge builds a plan (timed), `surge bench --json` measures it, ONNX Runtime (graph
 optimisation level all, intra-op threads = --threads) is timed in this process with the same
-warm-up and iteration counts. Prints the ratio table; writes bench/results/<date>-cpu_vs_ort-<host>.json.
+warm-up and iteration counts. Prints the ratio table; writes
+bench/results/<date>-cpu[_int8]_vs_ort[-<models, when not the default>]-<cores>core.json.
 
 With int8 in --precisions (the default), the same run also calibrates each model on posts from
 the fixture corpus (`surge calibrate`, fixture vocabulary), builds an INT8 plan through the

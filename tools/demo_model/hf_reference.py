@@ -28,11 +28,18 @@ def main():
     ap.add_argument("--cases", type=int, default=2, help="posts to store in HF/reference.json")
     a = ap.parse_args()
 
+    for path in (os.path.join(a.hf, "config.json"), os.path.join(a.hf, "model.safetensors"),
+                 os.path.join(a.model, "surge_model.json"), os.path.join(a.model, "reference.json")):
+        if not os.path.isfile(path):
+            sys.exit(f"{path} is missing (run train.py with --out {a.model} --hf-out {a.hf} first)")
+    with open(os.path.join(a.hf, "config.json"), encoding="utf-8") as f:
+        max_positions = json.load(f)["max_position_embeddings"]
+    with open(os.path.join(a.model, "surge_model.json"), encoding="utf-8") as f:
+        max_length = json.load(f)["tokenizer"]["max_length"]  # what the model was trained with
     with open(os.path.join(a.hf, "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump({"tokenizer_class": "BertTokenizer", "do_lower_case": True,
                    "tokenize_chinese_chars": True, "strip_accents": None,
-                   "model_max_length": json.load(open(os.path.join(a.hf, "config.json")))
-                   ["max_position_embeddings"],
+                   "model_max_length": max_positions,
                    "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
                    "cls_token": "[CLS]", "mask_token": "[MASK]"}, f, indent=1)
 
@@ -50,7 +57,7 @@ def main():
     with torch.no_grad():
         for i, case in enumerate(singles):
             ids = case["inputs"]["input_ids"]["data"]
-            got = tok(case["texts"], max_length=64, truncation=True)["input_ids"][0]
+            got = tok(case["texts"], max_length=max_length, truncation=True)["input_ids"][0]
             if got != ids:
                 sys.exit(f"case {i}: the HF tokenizer gives {got}, the model was trained on {ids}")
             x = {n: torch.tensor(v["data"], dtype=torch.int64).reshape(v["shape"])

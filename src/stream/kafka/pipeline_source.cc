@@ -55,6 +55,7 @@ Result<bool> KafkaPipelineSource::Read(RecordBlock* block, size_t /*max_records*
     if (block->size() > 0) {
       last_record_ = now;
       received_ = true;
+      assigned_ = true;  // records come only from assigned partitions
       return true;
     }
     if (idle_ms_ > 0 && !assigned_) {
