@@ -196,8 +196,15 @@ Result<int> RemoveIdentities(ir::Graph& g) {
     }
     if (!identity) continue;
     int from = n.outputs[0], to = n.input(0);
-    // A model output keeps its producer: the input would have to be renamed, and may be an input.
-    if (m.IsGraphOutput(from)) continue;
+    if (m.IsGraphOutput(from)) {
+      // A model output keeps its name: the value computed before the Identity takes it, unless
+      // that value is itself a graph input, a constant or another output (then the node stays).
+      ir::Value& src = g.values[to];
+      if (src.producer < 0 || src.is_constant() || m.IsGraphOutput(to)) continue;
+      std::string name = g.values[from].name;
+      g.values[from].name = g.UniqueName(name + ".identity");
+      src.name = std::move(name);
+    }
     g.ReplaceAllUses(from, to);
     ++removed;
   }

@@ -2,6 +2,7 @@
 // with the near misses that must stay unfused. Numerics are compared through ir::EvalNode.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numbers>
 
 #include "engine/passes/fusions.h"
@@ -508,6 +509,41 @@ TEST(RemoveIdentities, IdentityDropoutAndNoOpCast) {
   EXPECT_EQ(Count(g, "Dropout"), 1);
   EXPECT_EQ(Count(g, "Cast"), 1);
   EXPECT_TRUE(g.Validate().ok());
+}
+
+TEST(RemoveIdentities, AnOutputIdentityHandsItsNameToTheValueBefore) {
+  GraphBuilder b;
+  int x = b.Input("x", DType::kFloat32, {2, 3});
+  int r = b.Op("Relu", {x});
+  int out = b.Op("Identity", {r});
+  b.g.values[out].name = "last_hidden_state";
+  b.Output(out);
+  // An Identity of a graph input, and one of a value that is an output too, stay.
+  int kept_in = b.Op("Identity", {x});
+  b.Output(kept_in);
+  int s = b.Op("Sigmoid", {x});
+  b.Output(s);
+  b.Output(b.Op("Identity", {s}));
+  ir::Graph g = b.g;
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto n = RemoveIdentities(g);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 1);
+  EXPECT_EQ(Count(g, "Identity"), 2);
+  ASSERT_EQ(g.outputs.size(), 4u);
+  const ir::Value& o = g.values[g.outputs[0]];
+  EXPECT_EQ(o.name, "last_hidden_state");
+  ASSERT_GE(o.producer, 0);
+  EXPECT_EQ(g.nodes[o.producer].op_type, "Relu");
+  EXPECT_EQ(g.FindValue("last_hidden_state"), g.outputs[0]);
+  EXPECT_TRUE(g.Validate().ok());
+  Tensor xv(DType::kFloat32, {2, 3});
+  for (int i = 0; i < 6; ++i) xv.data_as<float>()[i] = static_cast<float>(i) - 2.5f;
+  const std::vector<Tensor> got = RunGraph(g, {{"x", xv}});
+  ASSERT_EQ(got.size(), 4u);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(got[0].data_as<float>()[i], std::max(0.f, static_cast<float>(i) - 2.5f));
+  }
 }
 
 TEST(Optimize, ReportsPassesAndCounts) {

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "engine/backends/cpu/isa.h"
+#include "engine/backends/cpu/quant_linear.h"
 #include "engine/builder/builder.h"
 #include "engine/passes/passes.h"
 #include "engine/plan/plan_file.h"
@@ -196,6 +197,43 @@ TEST(Quantize, Int8PlanOfBertFixtureAgreesWithFp32) {
     EXPECT_NE(l.reason.find("no accuracy guard"), std::string::npos) << l.reason;
   }
   EXPECT_EQ(q.amax, c.quant.amax);
+}
+
+// On a CPU without VNNI the INT8 weights are 7-bit (cpu::Int8WeightMax), which
+// SURGE_CPU_INT8_WEIGHT_MAX=63 asks for everywhere: such a plan agrees with FP32 and says so;
+// a full-range plan is refused where the 16-bit pair sums would saturate.
+TEST(Quantize, SevenBitInt8PlansAgreeAndFullRangePlansNeedVnni) {
+  const Fixture& f = BertSeqcls();
+  // The INT8 config of Int8PlanOfBertFixtureAgreesWithFp32, as the QuantBlob fixture makes it.
+  BuilderConfig c = Config(Precision::kInt8);
+  QuantizeOptions no_guard;
+  no_guard.guard = false;
+  ASSERT_TRUE(Quantize(f.graph, &f.cache, no_guard, &c, nullptr).ok());
+  const std::string native = Build(f.graph, c);
+  setenv("SURGE_CPU_INT8_WEIGHT_MAX", "63", 1);
+  const std::string seven = Build(f.graph, c);
+  auto refused =
+      Engine::LoadFromMemory({reinterpret_cast<const uint8_t*>(native.data()), native.size()});
+  auto int8 = Load(seven);
+  unsetenv("SURGE_CPU_INT8_WEIGHT_MAX");
+  auto fp32 = Load(Build(f.graph, Config(Precision::kFp32)));
+  ASSERT_TRUE(fp32 && int8);
+  const std::string desc = int8->Describe();
+  EXPECT_EQ(Count(desc, "(weights in [-63,63]: no VNNI)"), 10) << desc;
+  const Agreement a = Measure(*fp32, *int8, f.eval);
+  std::cout << "bert_seqcls int8 (7-bit weights) vs fp32: " << a.Summary() << '\n';
+  EXPECT_GE(a.cosine(), 0.999);
+  EXPECT_GE(a.top1_agreement(), 0.95);
+  if (cpu::CpuHasVnni()) {
+    // Packed at 127 here, loaded as if on a CPU without VNNI.
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(refused.status().message().find("no VNNI"), std::string::npos)
+        << refused.status().ToString();
+  } else {
+    // Without VNNI both builds are 7-bit, so the plan loads.
+    EXPECT_TRUE(refused.ok()) << refused.status().ToString();
+  }
 }
 
 // Rows of the word-embedding table (what input ids must stay below).
@@ -468,7 +506,8 @@ TEST(QuantizeErrors, GuardBudgetOutOfRange) {
   EXPECT_NE(st.message().find("min cosine 1.5"), std::string::npos) << st.ToString();
 }
 
-// The CPU tactics blob of an INT8 plan (version 2: quantised weight entries), corrupted where it
+// The CPU tactics blob of an INT8 plan (version 3: quantised weight entries with their weight
+// range), corrupted where it
 // matters; each corruption is a clear error at load, never a crash or a silently wrong engine.
 class QuantBlob : public ::testing::Test {
  protected:
@@ -502,8 +541,8 @@ class QuantBlob : public ::testing::Test {
     at += 4;
     kernels_at_ = at;
     at += nodes + 4;
-    // Entries: node, k, n, bias, residual, activation, format, [x_scale, y_scale, count, scales],
-    // descriptor, impl, offset, size.
+    // Entries: node, k, n, bias, residual, activation, format, [x_scale, y_scale, count, scales,
+    // weight range], descriptor, impl, offset, size (every entry here is INT8).
     while (entries_.size() < 10) {
       Entry e;
       std::memcpy(&e.node, blob_.data() + at, 4);
@@ -513,7 +552,8 @@ class QuantBlob : public ::testing::Test {
       e.count_at = e.y_scale_at + 4;
       uint32_t count;
       std::memcpy(&count, blob_.data() + e.count_at, 4);
-      at = e.count_at + 4 + 4 * count;
+      e.w_max_at = e.count_at + 4 + 4 * count;
+      at = e.w_max_at + 1;
       str();
       str();
       at += 16;
@@ -538,7 +578,7 @@ class QuantBlob : public ::testing::Test {
   }
   struct Entry {
     uint32_t node = 0;
-    size_t format_at = 0, x_scale_at = 0, y_scale_at = 0, count_at = 0;
+    size_t format_at = 0, x_scale_at = 0, y_scale_at = 0, count_at = 0, w_max_at = 0;
   };
   BuilderConfig config_;
   std::string blob_;
@@ -549,13 +589,13 @@ class QuantBlob : public ::testing::Test {
 
 TEST_F(QuantBlob, IntactLoadsAndEveryCorruptionIsNamed) {
   ASSERT_TRUE(Load(blob_).ok()) << Load(blob_).ToString();
-  EXPECT_EQ(blob_[4], 2);  // quantised plans are version 2
+  EXPECT_EQ(blob_[4], 3);  // quantised plans are version 3
   auto expect = [&](const std::string& b, const std::string& text) {
     Status st = Load(b);
     EXPECT_FALSE(st.ok()) << text;
     EXPECT_NE(st.ToString().find(text), std::string::npos) << st.ToString();
   };
-  expect(With<uint32_t>(4, 3), "version 3 is not supported");
+  expect(With<uint32_t>(4, 4), "version 4 is not supported");
   const Entry& first = entries_[0];
   EXPECT_EQ(blob_[first.format_at], 1);  // int8
   expect(With<uint8_t>(first.format_at, 7), "has format 7");
@@ -563,6 +603,12 @@ TEST_F(QuantBlob, IntactLoadsAndEveryCorruptionIsNamed) {
   expect(With<float>(first.x_scale_at, -1.f), "must be a positive number");
   expect(With<float>(first.x_scale_at, std::nanf("")), "must be a positive number");
   expect(With<uint32_t>(first.count_at, 1u << 30), "claims");
+  EXPECT_EQ(static_cast<int>(static_cast<uint8_t>(blob_[first.w_max_at])), cpu::Int8WeightMax());
+  expect(With<uint8_t>(first.w_max_at, 0), "INT8 weight range 0");
+  expect(With<uint8_t>(first.w_max_at, 200), "INT8 weight range 200");
+  if (!cpu::CpuHasVnni()) {
+    expect(With<uint8_t>(first.w_max_at, 127), "this CPU has no VNNI");
+  }
   expect(With<uint8_t>(kernels_at_ + first.node, 1), "which is not a Linear without weights");
   // A requantising producer (FFN1) and its consumer (FFN2) must agree on the INT8 scale.
   bool found = false;

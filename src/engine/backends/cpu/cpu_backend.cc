@@ -25,6 +25,9 @@ constexpr uint32_t kBlobVersion = 1;
 // Plans with INT8/BF16 Linear weights: each weight entry's format byte is followed by the scales.
 // FP32 plans keep writing version 1, so they stay readable by builds without the quantised kernels.
 constexpr uint32_t kBlobVersionQuant = 2;
+// Version 3: a quantised entry's scales are followed by its weight range (uint8 w_max; INT8 127
+// or 63, Int8WeightMax of the CPU that packed it; 0 for BF16). Version 2 INT8 is full range.
+constexpr uint32_t kBlobVersionQuantRange = 3;
 constexpr int64_t kDefaultOptTokens = 1024;  // M for weight packing without a profile
 
 enum class Kernel : uint8_t {
@@ -214,6 +217,7 @@ struct PackedEntry {
   LinearPrecision precision = LinearPrecision::kFp32;
   float x_scale = 0.f, y_scale = 0.f;
   std::vector<float> w_scales;
+  int w_max = 0;
   std::string desc, impl;
   std::vector<uint8_t> data;
 };
@@ -234,6 +238,7 @@ void WriteWeightTable(BlobWriter& w, const std::vector<PackedEntry>& entries,
       w.Put<float>(e.y_scale);
       w.Put<uint32_t>(static_cast<uint32_t>(e.w_scales.size()));
       for (float f : e.w_scales) w.Put<float>(f);
+      w.Put<uint8_t>(static_cast<uint8_t>(e.w_max));  // 0 for BF16
     }
     w.Str(e.desc);
     w.Str(e.impl);
@@ -571,6 +576,7 @@ class CpuBackend final : public Backend {
       e.x_scale = qs.x_scale;
       e.y_scale = qs.y_scale;
       e.w_scales = std::move(pw->w_scales);
+      e.w_max = pw->w_max;
       e.desc = std::move(pw->desc);
       e.impl = std::move(pw->impl);
       e.data = std::move(pw->data);
@@ -581,7 +587,7 @@ class CpuBackend final : public Backend {
     });
     BlobWriter w;
     w.Put<uint32_t>(kBlobMagic);
-    w.Put<uint32_t>(quant_format ? kBlobVersionQuant : kBlobVersion);
+    w.Put<uint32_t>(quant_format ? kBlobVersionQuantRange : kBlobVersion);
     w.Str(IsaName(isa));
     w.Str(OneDnnVersion());
     w.Put<uint32_t>(static_cast<uint32_t>(OneDnnDescSize()));
@@ -623,11 +629,12 @@ class CpuBackend final : public Backend {
       return DataLossError("CPU tactics blob: bad magic {:#x} (expected {:#x})", magic, kBlobMagic);
     }
     SURGE_ASSIGN_OR_RETURN(uint32_t version, r.Get<uint32_t>());
-    if (version != kBlobVersion && version != kBlobVersionQuant) {
+    if (version != kBlobVersion && version != kBlobVersionQuant &&
+        version != kBlobVersionQuantRange) {
       return FailedPreconditionError(
-          "CPU tactics blob version {} is not supported (this build reads versions {} and {}); "
+          "CPU tactics blob version {} is not supported (this build reads versions {} to {}); "
           "rebuild the plan",
-          version, kBlobVersion, kBlobVersionQuant);
+          version, kBlobVersion, kBlobVersionQuantRange);
     }
     SURGE_ASSIGN_OR_RETURN(std::string isa_name, r.Str(64));
     Result<Isa> isa = ParseIsa(isa_name);
@@ -697,6 +704,25 @@ class CpuBackend final : public Backend {
         for (float& f : w_scales) {
           SURGE_ASSIGN_OR_RETURN(f, r.Get<float>());
         }
+      }
+      int w_max = precision == LinearPrecision::kInt8 ? 127 : 0;
+      if (precision != LinearPrecision::kFp32 && version >= kBlobVersionQuantRange) {
+        SURGE_ASSIGN_OR_RETURN(uint8_t m, r.Get<uint8_t>());
+        if (precision == LinearPrecision::kInt8) w_max = m;
+      }
+      if (precision == LinearPrecision::kInt8) {
+        if (w_max < 1 || w_max > 127) {
+          return DataLossError("CPU tactics blob: weight entry {} has INT8 weight range {}", j,
+                               w_max);
+        }
+        if (w_max > Int8WeightMax()) {
+          return FailedPreconditionError(
+              "plan's INT8 weights use the range [-{0},{0}] (packed on a CPU with VNNI); this CPU "
+              "has no VNNI, where oneDNN's 16-bit pair sums would saturate on them; rebuild the "
+              "plan on this machine",
+              w_max);
+        }
+        qs.w_max = w_max;
       }
       SURGE_ASSIGN_OR_RETURN(we.desc, r.Str(4096));
       SURGE_ASSIGN_OR_RETURN(we.impl, r.Str(4096));

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string_view>
 
 #include "core/logging.h"
+#include "engine/backends/cpu/isa.h"
 #include "engine/backends/cpu/onednn_weights.h"
 
 namespace surge::engine::cpu {
@@ -129,18 +132,29 @@ std::string_view LinearPrecisionName(LinearPrecision p) {
   return "fp32";
 }
 
-void QuantizeWeightsPerChannel(const float* w, int64_t k, int64_t n, int8_t* q, float* scales) {
+void QuantizeWeightsPerChannel(const float* w, int64_t k, int64_t n, int8_t* q, float* scales,
+                               int qmax) {
+  const float top = static_cast<float>(std::clamp(qmax, 1, 127));
   for (int64_t j = 0; j < n; ++j) scales[j] = 0.f;
   for (int64_t i = 0; i < k; ++i) {
     for (int64_t j = 0; j < n; ++j) scales[j] = std::max(scales[j], std::abs(w[i * n + j]));
   }
-  for (int64_t j = 0; j < n; ++j) scales[j] = scales[j] > 0 ? scales[j] / 127.f : 1.f;
+  for (int64_t j = 0; j < n; ++j) scales[j] = scales[j] > 0 ? scales[j] / top : 1.f;
   for (int64_t i = 0; i < k; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       const float v = std::nearbyint(w[i * n + j] / scales[j]);
-      q[i * n + j] = static_cast<int8_t>(std::clamp(v, -127.f, 127.f));
+      q[i * n + j] = static_cast<int8_t>(std::clamp(v, -top, top));
     }
   }
+}
+
+int Int8WeightMax() {
+  const int cpu = CpuHasVnni() ? 127 : 63;
+  if (const char* v = std::getenv("SURGE_CPU_INT8_WEIGHT_MAX")) {
+    // Only lowers it: 63 packs plans that load on CPUs with and without VNNI.
+    if (std::string_view(v) == "63") return 63;
+  }
+  return cpu;
 }
 
 Result<PackedQuantWeights> PackQuantLinearWeights(const QuantLinearSpec& spec, const float* w,
@@ -152,8 +166,9 @@ Result<PackedQuantWeights> PackQuantLinearWeights(const QuantLinearSpec& spec, c
                       (spec.precision == LinearPrecision::kInt8 ? 1 : 2));
   if (spec.precision == LinearPrecision::kInt8) {
     out.w_scales.resize(n);
-    QuantizeWeightsPerChannel(w, k, n, reinterpret_cast<int8_t*>(plain.data()),
-                              out.w_scales.data());
+    out.w_max = Int8WeightMax();
+    QuantizeWeightsPerChannel(w, k, n, reinterpret_cast<int8_t*>(plain.data()), out.w_scales.data(),
+                              Int8WeightMax());
   } else {
     auto* b = reinterpret_cast<uint16_t*>(plain.data());
     for (int64_t i = 0; i < k * n; ++i) b[i] = ToBf16(w[i]);
@@ -319,6 +334,7 @@ std::string QuantLinearKernel::Describe() const {
     s += fmt::format(
         " x_scale={:.4g} out={}", spec_.x_scale,
         spec_.y_scale > 0 ? fmt::format("int8(scale {:.4g})", spec_.y_scale) : std::string("fp32"));
+    if (spec_.w_max < 127) s += fmt::format(" (weights in [-{0},{0}]: no VNNI)", spec_.w_max);
   }
   s += " impl=" + (impl_->impl_name.empty() ? std::string("(not yet run)") : impl_->impl_name);
   return s;

@@ -38,18 +38,28 @@ struct QuantLinearSpec {
   LinearPrecision precision = LinearPrecision::kInt8;
   float x_scale = 0.f;  // INT8: step of the quantised input (> 0)
   float y_scale = 0.f;  // INT8: 0 → float32 output; > 0 → INT8 output at this step
+  int w_max = 127;      // INT8: the packed weights' range [-w_max, w_max] (Int8WeightMax)
 };
 
 struct PackedQuantWeights {
   std::string desc;  // oneDNN memory descriptor bytes; empty: plain row-major [K,N]
   std::vector<uint8_t> data;
   std::vector<float> w_scales;  // INT8: per output channel (N); empty for BF16
+  int w_max = 0;                // INT8: the weights lie in [-w_max, w_max] (Int8WeightMax)
   std::string impl;
 };
 
-// Per-channel symmetric INT8 weights: scales[n] = max_k |w[k,n]| / 127 (1 for an all-zero
-// column), q[k,n] = round(w[k,n] / scales[n]) in [-127, 127]. Row-major [K,N] in and out.
-void QuantizeWeightsPerChannel(const float* w, int64_t k, int64_t n, int8_t* q, float* scales);
+// Per-channel symmetric INT8 weights: scales[n] = max_k |w[k,n]| / qmax (1 for an all-zero
+// column), q[k,n] = round(w[k,n] / scales[n]) in [-qmax, qmax]. Row-major [K,N] in and out.
+void QuantizeWeightsPerChannel(const float* w, int64_t k, int64_t n, int8_t* q, float* scales,
+                               int qmax = 127);
+
+// The weight range INT8 Linears use on this CPU: 127 with VNNI; 63 without it, where oneDNN's
+// u8 x s8 multiply-add (vpmaddubsw) sums pairs in 16 bits and 255 * 127 * 2 would saturate
+// (255 * 63 * 2 = 32130 fits): one bit of weight precision for exact sums.
+// SURGE_CPU_INT8_WEIGHT_MAX=63 asks for 63 on a VNNI CPU too (plans that load on either kind);
+// a plan packed at 127 is refused on a CPU without VNNI.
+int Int8WeightMax();
 
 // Quantises (INT8) or converts (BF16) row-major w[K,N] and reorders it into the layout oneDNN
 // prefers for M = m_opt. Errors when the spec is invalid (INT8 without a positive x_scale).

@@ -218,7 +218,8 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKerne
   }
   __syncwarp();
   constexpr int kChunks = D / 8;
-  T* out = static_cast<T*>(a.out) + head * D;
+  T* out = a.out ? static_cast<T*>(a.out) + head * D : nullptr;
+  uint8_t* qout = a.q.y ? static_cast<uint8_t*>(a.q.y) + head * D : nullptr;
   static_assert(16 * kChunks % 32 == 0);
 #pragma unroll
   for (int it = 0; it < 16 * kChunks / 32; ++it) {
@@ -226,8 +227,12 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKerne
     const int r = i / kChunks, c = (i % kChunks) * 8;
     const int q = q0 + warp * 16 + r;
     if (q < len) {
-      *reinterpret_cast<int4*>(out + (start + q) * hidden + c) =
-          *reinterpret_cast<const int4*>(stage + r * S::kLd + c);
+      alignas(16) T raw[8];
+      *reinterpret_cast<int4*>(raw) = *reinterpret_cast<const int4*>(stage + r * S::kLd + c);
+      if (out)
+        *reinterpret_cast<int4*>(out + (start + q) * hidden + c) =
+            *reinterpret_cast<const int4*>(raw);
+      if (qout) StoreQuantized8(qout + (start + q) * hidden + c, raw, a.q.type, a.q.inv_scale);
     }
   }
 }
@@ -268,8 +273,9 @@ bool AttentionHeadDimSupported(int head_dim) {
 
 bool AttentionCanImplement(const AttentionArgs& a) {
   return AttentionHeadDimSupported(a.head_dim) && a.batch >= 0 && a.seq >= 0 && a.num_heads > 0 &&
-         a.batch <= 65535 && a.num_heads <= 65535 && a.qkv && a.out && Aligned16(a.qkv) &&
-         Aligned16(a.out);
+         a.batch <= 65535 && a.num_heads <= 65535 && a.qkv && (a.out || a.q.y) &&
+         Aligned16(a.qkv) && (!a.out || Aligned16(a.out)) &&
+         reinterpret_cast<uintptr_t>(a.q.y) % 8 == 0;
 }
 
 size_t AttentionWorkspaceSize(const AttentionArgs&) { return 0; }

@@ -28,12 +28,13 @@ struct AttentionArgs {
   const int32_t* cu_seqlens = nullptr;  // [batch+1] or null (padded)
   const int32_t* key_mask = nullptr;    // padded only: [batch*seq] or null (all real)
   const void* qkv = nullptr;            // [rows, 3*num_heads*head_dim]
-  void* out = nullptr;                  // [rows, num_heads*head_dim]
+  void* out = nullptr;                  // [rows, num_heads*head_dim]; may be null with q.y set
+  QuantizedCopy q;                      // optional quantised copy of out (bytes, same layout)
 };
 
 // Head dims the kernel is built for (16, 32, 64, 128).
 bool AttentionHeadDimSupported(int head_dim);
-// Also needs qkv and out 16-byte aligned.
+// Also needs qkv and out 16-byte aligned (q.y 8-byte aligned), and out or q.y.
 bool AttentionCanImplement(const AttentionArgs& args);
 size_t AttentionWorkspaceSize(const AttentionArgs& args);
 cudaError_t AttentionRun(const AttentionArgs& args, void* workspace, cudaStream_t stream);

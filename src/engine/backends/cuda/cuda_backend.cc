@@ -432,6 +432,12 @@ std::string CudaEngine::Describe() const {
         kernel = "gather rows ([CLS])";
         break;
     }
+    bool keeps_fp16 = true;
+    if (const QuantLinearOp* next = quant_.CopyFor(&op - program_.ops.data(), &keeps_fp16)) {
+      kernel +=
+          fmt::format(" + {} copy for '{}'{}", next->type == QuantType::kInt8 ? "int8" : "e4m3",
+                      next->node, keeps_fp16 ? "" : " (no fp16 output)");
+    }
     s += fmt::format("  {} ({}): {}\n", n.name, n.op_type, kernel);
   }
   return s;
@@ -581,9 +587,17 @@ Status CudaContext::RunOps(const RunShape& sh, bool capturing) {
       }
       case OpKind::kLinear: {
         if (const QuantLinearOp* q = engine_->quant().Find(i)) {
-          Mark("quantize", capturing);
-          SURGE_RETURN_IF_ERROR(quant_runner_.Quantize(*q, rows, Act(in(0)), stream_));
-          Mark(q->type == QuantType::kInt8 ? "gemm_int8" : "gemm_fp8", capturing);
+          if (!q->input_ready) {
+            Mark("quantize", capturing);
+            SURGE_RETURN_IF_ERROR(quant_runner_.Quantize(*q, rows, Act(in(0)), stream_));
+          }
+          // Split by shape as the FP16 GEMMs are (N = K square, N > K wide, else narrow).
+          static constexpr const char* kQuantMarks[2][3] = {
+              {"gemm_int8_square", "gemm_int8_wide", "gemm_int8_narrow"},
+              {"gemm_fp8_square", "gemm_fp8_wide", "gemm_fp8_narrow"}};
+          Mark(kQuantMarks[q->type == QuantType::kFp8E4M3 ? 1 : 0]
+                          [q->n == q->k ? 0 : (q->n > q->k ? 1 : 2)],
+               capturing);
           SURGE_RETURN_IF_ERROR(quant_runner_.Gemm(*q, lt_, rows, engine_->Weight(in(2)),
                                                    in(3) >= 0 ? Act(in(3)) : nullptr, Act(out),
                                                    gemm_ws_.get(), kGemmWorkspaceBytes, stream_));
@@ -628,6 +642,9 @@ Status CudaContext::RunOps(const RunShape& sh, bool capturing) {
         a.epsilon = op.epsilon;
         a.y = Act(out);
         a.sum_out = op.outputs.size() > 1 && op.outputs[1] >= 0 ? Act(op.outputs[1]) : nullptr;
+        if (const QuantLinearOp* next = engine_->quant().CopyFor(i)) {
+          SURGE_ASSIGN_OR_RETURN(a.q, quant_runner_.CopyTarget(*next, rows));
+        }
         if (!LayerNormCanImplement(a))
           return UnimplementedError("layer_norm: {} columns unsupported", op.cols);
         SURGE_CUDA_RETURN_IF_ERROR(LayerNormRun(a, nullptr, stream_));
@@ -658,6 +675,11 @@ Status CudaContext::RunOps(const RunShape& sh, bool capturing) {
         a.key_mask = !sh.packed && prog.mask >= 0 ? dev_idx(idx.key_mask) : nullptr;
         a.qkv = Act(in(0));
         a.out = Act(out);
+        bool keeps_fp16 = true;
+        if (const QuantLinearOp* next = engine_->quant().CopyFor(i, &keeps_fp16)) {
+          SURGE_ASSIGN_OR_RETURN(a.q, quant_runner_.CopyTarget(*next, rows));
+          if (!keeps_fp16) a.out = nullptr;
+        }
         if (!AttentionCanImplement(a)) return UnimplementedError("attention: shape unsupported");
         SURGE_CUDA_RETURN_IF_ERROR(AttentionRun(a, nullptr, stream_));
         break;

@@ -4,6 +4,9 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "engine/backends/cuda/kernel_common.h"
 
 namespace surge::engine::cuda {
 
@@ -62,13 +65,36 @@ __device__ __forceinline__ void Store8(T* p, const float (&v)[8]) {
   *reinterpret_cast<int4*>(p) = *reinterpret_cast<const int4*>(raw);
 }
 
+// One quantised byte: int8 (round to nearest even, saturating to [-128, 127]) or e4m3
+// (saturating to the finite range, +-448).
+__device__ __forceinline__ uint8_t QuantizeByte(QuantType type, float v) {
+  if (type == QuantType::kInt8) {
+    const float r = fminf(fmaxf(rintf(v), -128.f), 127.f);
+    return static_cast<uint8_t>(static_cast<int8_t>(r));
+  }
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+}
+
+// Eight values already in the I/O type `raw` -> eight quantised bytes at p (one 8-byte store).
+template <typename T>
+__device__ __forceinline__ void StoreQuantized8(uint8_t* p, const T (&raw)[8], QuantType type,
+                                                float inv_scale) {
+  alignas(8) uint8_t q[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) q[j] = QuantizeByte(type, ToFloat(raw[j]) * inv_scale);
+  *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(q);
+}
+
 // LayerNorm of one row held by one warp: lane l owns the 8-column chunks c = (i*32 + l)*8 < cols,
 // i < N, in v[i] (float32 sums). Mean, then the centred variance, both by warp shuffles; writes
 // y = (v - mean) * rsqrt(var + eps) * gamma + beta with 16-byte stores.
+// With `q` (may be null), also the quantised copy of the stored row (QuantizedCopy).
 template <typename T, int N>
 __device__ __forceinline__ void WarpLayerNormStore(float (&v)[N][8], int cols, int lane,
                                                    const float* gamma, const float* beta,
-                                                   float epsilon, T* y) {
+                                                   float epsilon, T* y, uint8_t* q = nullptr,
+                                                   QuantType q_type = QuantType::kFp8E4M3,
+                                                   float q_inv_scale = 1.f) {
   float sum = 0.f;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
@@ -103,7 +129,11 @@ __device__ __forceinline__ void WarpLayerNormStore(float (&v)[N][8], int cols, i
       float out[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j) out[j] = (v[i][j] - mean) * inv * gs[j] + bs[j];
-      Store8(y + c, out);
+      alignas(16) T raw[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) raw[j] = FromFloat<T>(out[j]);
+      *reinterpret_cast<int4*>(y + c) = *reinterpret_cast<const int4*>(raw);
+      if (q) StoreQuantized8(q + c, raw, q_type, q_inv_scale);
     }
   }
 }

@@ -253,6 +253,40 @@ std::vector<GemmAlgo> SplitKVariants(const GemmDesc& desc, const std::vector<Gem
 
 }  // namespace
 
+Result<float> TimeBackToBack(const std::function<Status()>& run, cudaStream_t stream) {
+  cudaEvent_t ev0 = nullptr, ev1 = nullptr;
+  auto body = [&]() -> Result<float> {
+    SURGE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&ev0));
+    SURGE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&ev1));
+    // One run for an estimate, then samples of `reps` back-to-back runs queued behind a delay
+    // kernel, so small GEMMs are timed at the device's pace, as in a CUDA-graph replay.
+    auto sample = [&](int reps) -> Result<float> {
+      SURGE_CUDA_RETURN_IF_ERROR(DelayRun({kDelayPerRunNs * (reps + 2)}, nullptr, stream));
+      SURGE_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev0, stream));
+      for (int i = 0; i < reps; ++i) SURGE_RETURN_IF_ERROR(run());
+      SURGE_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev1, stream));
+      SURGE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ev1));
+      float ms = 0;
+      SURGE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, ev0, ev1));
+      return ms * 1000.f / reps;
+    };
+    SURGE_ASSIGN_OR_RETURN(const float estimate, sample(1));
+    const int reps = std::clamp(static_cast<int>(kSampleUs / std::max(estimate, 1.f)), 2, 24);
+    std::vector<float> times;
+    for (int i = 0; i < 3; ++i) {
+      SURGE_ASSIGN_OR_RETURN(const float us, sample(reps));
+      times.push_back(us);
+    }
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    return times[times.size() / 2];
+  };
+  auto r = body();
+  cudaStreamSynchronize(stream);
+  if (ev0) cudaEventDestroy(ev0);
+  if (ev1) cudaEventDestroy(ev1);
+  return r;
+}
+
 Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t ws_bytes,
                           cudaStream_t stream) {
   // Few rows leave most multiprocessors idle with cuBLASLt's usual tiles: look wider and try
@@ -272,14 +306,11 @@ Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t 
   for (float& v : host) v = dist(rng);
   void* buf[5] = {};  // x, w, bias, residual, y
   float* staging = nullptr;
-  cudaEvent_t ev0 = nullptr, ev1 = nullptr;
   void* ws = nullptr;
   auto cleanup = [&] {
     for (void* p : buf) cudaFree(p);
     cudaFree(staging);
     cudaFree(ws);
-    if (ev0) cudaEventDestroy(ev0);
-    if (ev1) cudaEventDestroy(ev1);
   };
   auto body = [&]() -> Result<GemmAlgo> {
     const int64_t sizes[5] = {n_x, n_w, desc.n, n_y, n_y};
@@ -296,8 +327,6 @@ Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t 
       }
     }
     if (ws_bytes) SURGE_CUDA_RETURN_IF_ERROR(cudaMalloc(&ws, ws_bytes));
-    SURGE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&ev0));
-    SURGE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&ev1));
     GemmAlgo best;
     for (const GemmAlgo& cand : cands) {
       auto plan_or = GemmPlan::Create(handle, desc, cand, ws_bytes);
@@ -310,30 +339,13 @@ Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t 
             !plan.Run(handle, buf[0], buf[1], buf[2], buf[3], buf[4], ws, ws_bytes, stream).ok();
       }
       if (failed) continue;
-      // One run for an estimate, then samples of `reps` back-to-back runs queued behind a delay
-      // kernel, so small GEMMs are timed at the device's pace, as in a CUDA-graph replay.
-      auto sample = [&](int reps) -> Result<float> {
-        SURGE_CUDA_RETURN_IF_ERROR(DelayRun({kDelayPerRunNs * (reps + 2)}, nullptr, stream));
-        SURGE_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev0, stream));
-        for (int i = 0; i < reps; ++i) {
-          SURGE_RETURN_IF_ERROR(
-              plan.Run(handle, buf[0], buf[1], buf[2], buf[3], buf[4], ws, ws_bytes, stream));
-        }
-        SURGE_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev1, stream));
-        SURGE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ev1));
-        float ms = 0;
-        SURGE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, ev0, ev1));
-        return ms * 1000.f / reps;
-      };
-      SURGE_ASSIGN_OR_RETURN(const float estimate, sample(1));
-      const int reps = std::clamp(static_cast<int>(kSampleUs / std::max(estimate, 1.f)), 2, 24);
-      std::vector<float> times;
-      for (int i = 0; i < 3; ++i) {
-        SURGE_ASSIGN_OR_RETURN(const float us, sample(reps));
-        times.push_back(us);
-      }
-      std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-      const float med = times[times.size() / 2];
+      SURGE_ASSIGN_OR_RETURN(const float med, TimeBackToBack(
+                                                  [&] {
+                                                    return plan.Run(handle, buf[0], buf[1], buf[2],
+                                                                    buf[3], buf[4], ws, ws_bytes,
+                                                                    stream);
+                                                  },
+                                                  stream));
       if (!best.valid || med < best.time_us) {
         best = cand;
         best.time_us = med;

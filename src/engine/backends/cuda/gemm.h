@@ -13,6 +13,7 @@
 
 #include <cublasLt.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -82,6 +83,11 @@ Result<std::vector<GemmAlgo>> GemmHeuristics(cublasLtHandle_t handle, const Gemm
 // time is the device's, as in a CUDA-graph replay, not the host's launch rate. Needs a GPU.
 Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t workspace_bytes,
                           cudaStream_t stream);
+
+// Device time of one call of `run`, in microseconds: one call for an estimate, then the median of
+// three samples of back-to-back calls (about 300 us each, 2 to 24 calls) queued behind a delay
+// kernel and timed with CUDA events on `stream`. `run` must enqueue on `stream` only.
+Result<float> TimeBackToBack(const std::function<Status()>& run, cudaStream_t stream);
 
 // The timing cache file: one line per tuned GEMM, "<device key> <desc key> <algo hex> <us>".
 // Thread-safe. A missing file is empty; malformed lines are skipped.

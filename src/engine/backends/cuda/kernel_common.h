@@ -20,4 +20,17 @@ inline size_t DataTypeSize(DataType) { return 2; }
 // Unary activations applied after a bias.
 enum class Activation { kNone, kGelu, kGeluTanh, kTanh, kRelu };
 
+// Byte formats of quantised GEMM operands.
+enum class QuantType { kInt8, kFp8E4M3 };
+
+// A quantised copy of a kernel's output for the INT8/FP8 GEMM that reads it next, written by the
+// producing kernel instead of a separate quantise pass: q = saturate(round_to_nearest_even(
+// v · inv_scale)) as int8 or e4m3 bytes, row-major like the output, where v is the output value
+// as stored in the I/O type (so the copy equals QuantizeRun on the stored output, bit for bit).
+struct QuantizedCopy {
+  QuantType type = QuantType::kFp8E4M3;
+  void* y = nullptr;  // null: no copy
+  float inv_scale = 1.f;
+};
+
 }  // namespace surge::engine::cuda

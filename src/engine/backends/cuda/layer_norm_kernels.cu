@@ -47,8 +47,9 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) LayerNormWarpKernel(LayerN
       if (c < cols) Store8(sum_out + c, v[i]);
     }
   }
+  uint8_t* q = a.q.y ? static_cast<uint8_t*>(a.q.y) + row * cols : nullptr;
   WarpLayerNormStore<T, N>(v, cols, lane, a.gamma, a.beta, a.epsilon,
-                           static_cast<T*>(a.y) + row * cols);
+                           static_cast<T*>(a.y) + row * cols, q, a.q.type, a.q.inv_scale);
 }
 
 // Any column count: one block per row, one column per thread per step (the path for rows that
@@ -85,12 +86,15 @@ __global__ void LayerNormScalarKernel(LayerNormArgs a) {
   const float inv = rsqrtf(BlockSum(local, scratch) / static_cast<float>(cols) + a.epsilon);
   T* y = static_cast<T*>(a.y) + row * cols;
   T* sum_out = a.sum_out ? static_cast<T*>(a.sum_out) + row * cols : nullptr;
+  uint8_t* q = a.q.y ? static_cast<uint8_t*>(a.q.y) + row * cols : nullptr;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
     const int c = threadIdx.x + i * blockDim.x;
     if (c < cols) {
       if (sum_out) sum_out[c] = FromFloat<T>(v[i]);
-      y[c] = FromFloat<T>((v[i] - mean) * inv * a.gamma[c] + a.beta[c]);
+      const T out = FromFloat<T>((v[i] - mean) * inv * a.gamma[c] + a.beta[c]);
+      y[c] = out;
+      if (q) q[c] = QuantizeByte(a.q.type, ToFloat(out) * a.q.inv_scale);
     }
   }
 }
@@ -101,7 +105,9 @@ template <typename T>
 cudaError_t Launch(const LayerNormArgs& a, cudaStream_t stream) {
   const bool vec = a.cols % 8 == 0 && Aligned16(a.x) && Aligned16(a.skip) && Aligned16(a.bias) &&
                    Aligned16(a.y) && Aligned16(a.sum_out) && Aligned16(a.gamma) &&
-                   Aligned16(a.beta) && WarpRowChunks(a.cols) > 0;
+                   Aligned16(a.beta) &&
+                   (a.q.y == nullptr || reinterpret_cast<uintptr_t>(a.q.y) % 8 == 0) &&
+                   WarpRowChunks(a.cols) > 0;
   if (vec) {
     const dim3 grid(static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock));
     DispatchChunks(WarpRowChunks(a.cols), [&]<int N>() {

@@ -4,6 +4,7 @@
 //
 //   sum = x + skip? + bias?          (float32; written to `sum_out` in the I/O type when given)
 //   y   = (sum - mean) / sqrt(var + epsilon) * gamma + beta
+//   q   = quantised y (optional; QuantizedCopy), for an INT8/FP8 GEMM reading y next
 #pragma once
 
 #include "engine/backends/cuda/kernel_common.h"
@@ -22,6 +23,7 @@ struct LayerNormArgs {
   float epsilon = 1e-5f;
   void* y = nullptr;        // [rows, cols]; may alias x or skip
   void* sum_out = nullptr;  // [rows, cols] or null; may alias x or skip
+  QuantizedCopy q;          // optional quantised copy of y (bytes [rows, cols])
 };
 
 // cols in [1, 4096].

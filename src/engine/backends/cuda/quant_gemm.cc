@@ -3,22 +3,29 @@
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/gemm.h"
 
 namespace surge::engine::cuda {
 namespace {
 
 struct Layouts {
   cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
   void Destroy() {
     if (op) cublasLtMatmulDescDestroy(op);
     if (a) cublasLtMatrixLayoutDestroy(a);
     if (b) cublasLtMatrixLayoutDestroy(b);
     if (c) cublasLtMatrixLayoutDestroy(c);
+    if (d) cublasLtMatrixLayoutDestroy(d);
     op = nullptr;
-    a = b = c = nullptr;
+    a = b = c = d = nullptr;
   }
+  // D's layout: its own for an e4m3 D, else C's.
+  cublasLtMatrixLayout_t D() const { return d ? d : c; }
 };
 
 template <typename T>
@@ -40,6 +47,12 @@ bool UsesScalePointers(const QuantGemmDesc& d) {
 }  // namespace
 
 bool QuantGemmModeApplies(const QuantGemmDesc& d, QuantGemmMode mode) {
+  if (d.fp8_out) {
+    // An e4m3 D only from the fused epilogue of an FP8 GEMM, which then is the whole Linear.
+    if (mode != QuantGemmMode::kFusedEpilogue || d.type != QuantType::kFp8E4M3 || d.residual) {
+      return false;
+    }
+  }
   switch (mode) {
     case QuantGemmMode::kFusedEpilogue:
       // Fused GELU is the tanh form; tanh/relu and an activation before a residual are not
@@ -61,7 +74,7 @@ namespace {
 
 // Placeholder scale addresses for the heuristic query without probe operands: cuBLASLt only
 // checks that they are set; every call sets the real ones.
-alignas(256) float placeholder_scales[2] = {1.f, 1.f};
+alignas(256) float placeholder_scales[3] = {1.f, 1.f, 1.f};
 
 Status MakeLayouts(const QuantGemmDesc& d, QuantGemmMode mode, const QuantGemmOperands* probe,
                    Layouts* out) {
@@ -91,12 +104,23 @@ Status MakeLayouts(const QuantGemmDesc& d, QuantGemmMode mode, const QuantGemmOp
     SURGE_RETURN_IF_ERROR(Set(out->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w_scale));
     SURGE_RETURN_IF_ERROR(Set(out->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scale));
   }
+  if (d.fast_accum && !int8) {
+    SURGE_RETURN_IF_ERROR(Set(out->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t{1}));
+  }
+  if (d.fp8_out) {
+    const float* d_scale = probe ? probe->d_scale : &placeholder_scales[2];
+    SURGE_RETURN_IF_ERROR(Set(out->op, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, d_scale));
+  }
   const cudaDataType_t out_t = int32_out                         ? CUDA_R_32I
                                : mode == QuantGemmMode::kFloat32 ? CUDA_R_32F
                                                                  : CUDA_R_16F;
   SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&out->a, in_t, d.k, d.n, d.k));
   SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&out->b, in_t, d.k, d.m, d.k));
   SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatrixLayoutCreate(&out->c, out_t, d.n, d.m, d.n));
+  if (d.fp8_out) {
+    SURGE_CUBLAS_RETURN_IF_ERROR(
+        cublasLtMatrixLayoutCreate(&out->d, CUDA_R_8F_E4M3, d.n, d.m, d.n));
+  }
   return Status::Ok();
 }
 
@@ -110,7 +134,7 @@ Result<std::vector<cublasLtMatmulAlgo_t>> Algos(cublasLtHandle_t handle, const L
   cublasLtMatmulHeuristicResult_t results[QuantGemm::kMaxAlgos] = {};
   int returned = 0;
   if (st == CUBLAS_STATUS_SUCCESS) {
-    st = cublasLtMatmulAlgoGetHeuristic(handle, l.op, l.a, l.b, l.c, l.c, pref,
+    st = cublasLtMatmulAlgoGetHeuristic(handle, l.op, l.a, l.b, l.c, l.D(), pref,
                                         QuantGemm::kMaxAlgos, results, &returned);
   }
   cublasLtMatmulPreferenceDestroy(pref);
@@ -150,19 +174,18 @@ bool QuantGemmModeAccumulates(QuantGemmMode mode) {
 }
 
 std::string QuantGemmDesc::Key() const {
-  return fmt::format("{} m={} n={} k={} bias={} act={} res={}{}",
+  return fmt::format("{} m={} n={} k={} bias={} act={} res={}{}{}{}",
                      type == QuantType::kInt8 ? "int8" : "fp8", m, n, k, bias ? 1 : 0,
                      static_cast<int>(activation), residual ? 1 : 0,
-                     type == QuantType::kInt8 ? "" : (scale_in_alpha ? " alpha=1" : " alpha=0"));
+                     type == QuantType::kInt8 ? "" : (scale_in_alpha ? " alpha=1" : " alpha=0"),
+                     fp8_out ? " d8=1" : "", fast_accum ? " fa=1" : "");
 }
 
 bool QuantGemmShapeSupported(int64_t n, int64_t k) { return n % 16 == 0 && k % 16 == 0; }
 
-Result<std::unique_ptr<QuantGemm>> QuantGemm::Create(cublasLtHandle_t handle,
-                                                     const QuantGemmDesc& desc, size_t ws,
-                                                     QuantGemmMode first,
-                                                     const QuantGemmOperands* probe,
-                                                     bool only_first) {
+Result<std::unique_ptr<QuantGemm>> QuantGemm::Create(
+    cublasLtHandle_t handle, const QuantGemmDesc& desc, size_t ws, QuantGemmMode first,
+    const QuantGemmOperands* probe, bool only_first, const cublasLtMatmulAlgo_t* preferred) {
   if (desc.m <= 0 || !QuantGemmShapeSupported(desc.n, desc.k)) {
     return InvalidArgumentError("quantised GEMM {}: M must be positive and N, K multiples of 16",
                                 desc.Key());
@@ -192,7 +215,21 @@ Result<std::unique_ptr<QuantGemm>> QuantGemm::Create(cublasLtHandle_t handle,
     g->a_ = l.a;
     g->b_ = l.b;
     g->c_ = l.c;
+    g->d_ = l.d;
     g->algos_ = std::move(algos).value();
+    if (preferred != nullptr) {
+      // A tuned algorithm first, when it can run this shape (it was timed at another row count).
+      cublasLtMatmulHeuristicResult_t check{};
+      if (cublasLtMatmulAlgoCheck(handle, l.op, l.a, l.b, l.c, l.D(), preferred, &check) ==
+              CUBLAS_STATUS_SUCCESS &&
+          check.state == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= ws) {
+        auto same = [&](const cublasLtMatmulAlgo_t& a) {
+          return std::memcmp(&a, preferred, sizeof(a)) == 0;
+        };
+        g->algos_.erase(std::remove_if(g->algos_.begin(), g->algos_.end(), same), g->algos_.end());
+        g->algos_.insert(g->algos_.begin(), *preferred);
+      }
+    }
     if (probe == nullptr) return g;
     std::string refused;
     for (size_t i = 0; i < g->algos_.size(); ++i) {
@@ -216,8 +253,38 @@ Result<std::unique_ptr<QuantGemm>> QuantGemm::Create(cublasLtHandle_t handle,
 }
 
 QuantGemm::~QuantGemm() {
-  Layouts l{op_, a_, b_, c_};
+  Layouts l{op_, a_, b_, c_, d_};
   l.Destroy();
+}
+
+Status QuantGemm::Tune(cublasLtHandle_t handle, const QuantGemmOperands& probe) {
+  std::vector<std::pair<float, size_t>> timed;
+  for (size_t i = 0; i < algos_.size(); ++i) {
+    if (Call(handle, probe, i) != CUBLAS_STATUS_SUCCESS) continue;
+    SURGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(probe.stream));
+    SURGE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    auto us = TimeBackToBack(
+        [&]() -> Status {
+          const cublasStatus_t st = Call(handle, probe, i);
+          if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();
+          return InternalError("quantised GEMM {}: cublasLtMatmul status {}", desc_.Key(),
+                               static_cast<int>(st));
+        },
+        probe.stream);
+    if (!us.ok()) continue;
+    timed.emplace_back(*us, i);
+  }
+  if (timed.empty()) {
+    return UnimplementedError("quantised GEMM {} ({}): none of its {} algorithms ran", desc_.Key(),
+                              QuantGemmModeName(mode_), algos_.size());
+  }
+  std::stable_sort(timed.begin(), timed.end());
+  std::vector<cublasLtMatmulAlgo_t> ordered;
+  for (const auto& [us, i] : timed) ordered.push_back(algos_[i]);
+  algos_ = std::move(ordered);
+  current_ = 0;
+  tuned_us_ = timed.front().first;
+  return Status::Ok();
 }
 
 cublasStatus_t QuantGemm::Call(cublasLtHandle_t handle, const QuantGemmOperands& o,
@@ -227,6 +294,11 @@ cublasStatus_t QuantGemm::Call(cublasLtHandle_t handle, const QuantGemmOperands&
   if (mode_ == QuantGemmMode::kFusedEpilogue && desc_.bias) {
     st = cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &o.bias,
                                         sizeof(o.bias));
+    if (st != CUBLAS_STATUS_SUCCESS) return st;
+  }
+  if (desc_.fp8_out) {
+    st = cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &o.d_scale,
+                                        sizeof(o.d_scale));
     if (st != CUBLAS_STATUS_SUCCESS) return st;
   }
   if (UsesScalePointers(desc_)) {
@@ -246,13 +318,13 @@ cublasStatus_t QuantGemm::Call(cublasLtHandle_t handle, const QuantGemmOperands&
   }
   const float one = 1.f, zero = 0.f;
   const float* beta = fused_residual_ ? &one : &zero;
-  const void* c = fused_residual_ ? o.residual : o.out;
+  const void* c = fused_residual_ ? o.residual : (desc_.fp8_out ? o.unused_c : o.out);
   // INT8: alpha is the per-channel scale vector on the device; FP8: 1 with scale pointers, else
   // the product of the scales.
   const void* alpha = int8                   ? static_cast<const void*>(o.scales)
                       : desc_.scale_in_alpha ? static_cast<const void*>(&desc_.alpha)
                                              : static_cast<const void*>(&one);
-  return cublasLtMatmul(handle, op_, alpha, o.w, a_, o.xq, b_, beta, c, c_, o.out, c_, a,
+  return cublasLtMatmul(handle, op_, alpha, o.w, a_, o.xq, b_, beta, c, c_, o.out, d_ ? d_ : c_, a,
                         o.workspace, o.workspace_bytes, o.stream);
 }
 

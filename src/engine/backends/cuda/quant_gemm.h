@@ -20,6 +20,13 @@
 // plan keeps the heuristic's first kMaxAlgos algorithms and Run moves to the next one when a call
 // is refused; Create with `probe` operands runs each candidate once on them and keeps only those
 // from the first that ran.
+// With `fp8_out` (FP8, kFusedEpilogue, no residual) D is e4m3 at a device scale: the epilogue's
+// result times d_scale, saturated, is the quantised input of the FP8 GEMM that follows (its
+// 1 / activation step), so that layer needs no quantise pass and the FP16 output is never written.
+// Algorithms: Tune times every candidate on probe operands (back-to-back runs behind a delay
+// kernel, as the FP16 GEMMs are timed) and orders them fastest first; Create puts a `preferred`
+// algorithm (one tuned at another row count of the same bucket) first when cuBLASLt accepts it for
+// the shape.
 // A QuantGemm belongs to one execution context (one thread at a time); Run records the bias and
 // scale pointers on its descriptor.
 #pragma once
@@ -49,9 +56,13 @@ struct QuantGemmDesc {
   bool residual = false;
   // FP8: the dequantising product sw · sx as the host alpha instead of A/B scale pointers.
   bool scale_in_alpha = false;
-  float alpha = 1.f;  // used when scale_in_alpha
+  float alpha = 1.f;     // used when scale_in_alpha
+  bool fp8_out = false;  // D e4m3 at operands.d_scale (FP8, fused epilogue, no residual)
+  // FP8: the tensor cores' own accumulator for the whole K loop (CUBLASLT_MATMUL_DESC_FAST_ACCUM)
+  // instead of cuBLASLt's periodic promotion to FP32: faster, a few more ulps on long K.
+  bool fast_accum = false;
 
-  std::string Key() const;  // "fp8 m=.. n=.. k=.. bias=1 act=1 res=0 alpha=0"
+  std::string Key() const;  // "fp8 m=.. n=.. k=.. bias=1 act=1 res=0 alpha=0 d8=0 fa=0"
 };
 
 // The mode can express the desc's Linear at all (whether cuBLASLt runs it is another matter).
@@ -74,6 +85,10 @@ struct QuantGemmOperands {
   const void* bias = nullptr;
   const void* residual = nullptr;
   void* out = nullptr;
+  // fp8_out: `out` holds e4m3 bytes [M,N]; d_scale is a device float (16-byte aligned) and
+  // `unused_c` any other device buffer of FP16 [M,N] (cuBLASLt's C, not read: beta is 0).
+  const float* d_scale = nullptr;
+  const void* unused_c = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   cudaStream_t stream = nullptr;
@@ -85,13 +100,20 @@ class QuantGemm {
 
   // Tries the modes from `first` on (only `first` with `only_first`); Unimplemented naming the
   // shape and what each mode answered when none has an algorithm (or, with `probe`, none of its
-  // algorithms ran on the probe operands, which must be zeroed device buffers of the desc's
-  // sizes and are written).
+  // algorithms ran on the probe operands: device buffers of the desc's sizes holding finite
+  // values, whose outputs are written). `preferred`: see above.
   static Result<std::unique_ptr<QuantGemm>> Create(
       cublasLtHandle_t handle, const QuantGemmDesc& desc, size_t workspace_bytes,
       QuantGemmMode first = QuantGemmMode::kFusedEpilogue, const QuantGemmOperands* probe = nullptr,
-      bool only_first = false);
+      bool only_first = false, const cublasLtMatmulAlgo_t* preferred = nullptr);
   ~QuantGemm();
+
+  // Times every algorithm on `probe` (operands of the desc's sizes on probe.stream) and orders
+  // them fastest first; algorithms that fail to run are dropped (Unimplemented when none runs).
+  Status Tune(cublasLtHandle_t handle, const QuantGemmOperands& probe);
+  // The algorithm the next Run tries first, and its measured time (0 before Tune).
+  const cublasLtMatmulAlgo_t& algo() const { return algos_[current_]; }
+  float tuned_us() const { return tuned_us_; }
 
   QuantGemmMode mode() const { return mode_; }
   const QuantGemmDesc& desc() const { return desc_; }
@@ -109,8 +131,10 @@ class QuantGemm {
   bool fused_residual_ = false;  // residual passed as C
   cublasLtMatmulDesc_t op_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  cublasLtMatrixLayout_t d_ = nullptr;  // fp8_out only (else D uses c_)
   std::vector<cublasLtMatmulAlgo_t> algos_;
   mutable size_t current_ = 0;  // the algorithm the last call ran
+  float tuned_us_ = 0.f;
 };
 
 }  // namespace surge::engine::cuda

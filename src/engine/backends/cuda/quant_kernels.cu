@@ -9,14 +9,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr unsigned kMaxGridRows = 65535;
 
-__device__ __forceinline__ uint8_t QuantizeOne(QuantType type, float v) {
-  if (type == QuantType::kInt8) {
-    const float r = fminf(fmaxf(rintf(v), -128.f), 127.f);
-    return static_cast<uint8_t>(static_cast<int8_t>(r));
-  }
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
-}
-
 // Eight elements per thread: one 16-byte load of FP16, one 8-byte store.
 __global__ void __launch_bounds__(kThreads) QuantizeKernel(QuantizeArgs a) {
   const int64_t i = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) * 8;
@@ -28,11 +20,11 @@ __global__ void __launch_bounds__(kThreads) QuantizeKernel(QuantizeArgs a) {
     *reinterpret_cast<int4*>(v) = *reinterpret_cast<const int4*>(x);
     alignas(8) uint8_t q[8];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) q[j] = QuantizeOne(a.type, __half2float(v[j]) * a.inv_scale);
+    for (int j = 0; j < 8; ++j) q[j] = QuantizeByte(a.type, __half2float(v[j]) * a.inv_scale);
     *reinterpret_cast<uint2*>(y) = *reinterpret_cast<const uint2*>(q);
   } else {
     for (int64_t j = 0; i + j < a.n; ++j) {
-      y[j] = QuantizeOne(a.type, __half2float(x[j]) * a.inv_scale);
+      y[j] = QuantizeByte(a.type, __half2float(x[j]) * a.inv_scale);
     }
   }
 }

@@ -13,8 +13,6 @@
 
 namespace surge::engine::cuda {
 
-enum class QuantType { kInt8, kFp8E4M3 };
-
 struct QuantizeArgs {
   QuantType type = QuantType::kInt8;
   int64_t n = 0;            // elements

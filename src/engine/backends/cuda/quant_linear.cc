@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string_view>
 
 #include "core/logging.h"
 #include "engine/backends/cuda/bias_act_kernels.h"
@@ -23,7 +26,23 @@ bool Quantised(Precision p) { return p == Precision::kInt8 || p == Precision::kF
 
 int64_t RoundUp16(int64_t rows) { return (rows + 15) / 16 * 16; }
 
+int Log2Bucket(int64_t m) {
+  int b = 0;
+  for (; m > 1; m >>= 1) ++b;
+  return b;
+}
+
+bool FusionDisabled() {
+  const char* v = std::getenv("SURGE_CUDA_QUANT_FUSION");
+  return v != nullptr && std::string_view(v) == "0";
+}
+
 }  // namespace
+
+bool Fp8FastAccumulation() {
+  const char* v = std::getenv("SURGE_CUDA_FP8_FAST_ACCUM");
+  return v == nullptr || std::string_view(v) != "0";
+}
 
 std::vector<float> QuantScaleFloats(const QuantLinearOp& op) {
   if (op.type == QuantType::kInt8) {
@@ -32,9 +51,10 @@ std::vector<float> QuantScaleFloats(const QuantLinearOp& op) {
     for (float w : op.w_scales) s.push_back(op.x_scale * w);
     return s;
   }
-  std::vector<float> s(kFp8XScaleAt + 1, 0.f);
+  std::vector<float> s((op.fp8_out ? kFp8DScaleAt : kFp8XScaleAt) + 1, 0.f);
   s[0] = op.w_scales.empty() ? 1.f : op.w_scales[0];
   s[kFp8XScaleAt] = op.x_scale;
+  if (op.fp8_out) s[kFp8DScaleAt] = op.out_inv_scale;
   return s;
 }
 
@@ -45,9 +65,11 @@ int64_t QuantGemmRows(const QuantLinearOp& op, int64_t rows) {
 QuantGemmDesc QuantLinearGemmDesc(const QuantLinearOp& op, int64_t rows) {
   QuantGemmDesc d{op.type, QuantGemmRows(op, rows), op.n,       op.k,
                   op.bias, op.activation,           op.residual};
+  d.fp8_out = op.fp8_out;
   if (op.type == QuantType::kFp8E4M3) {
     d.scale_in_alpha = op.scale_in_alpha;
     d.alpha = (op.w_scales.empty() ? 1.f : op.w_scales[0]) * op.x_scale;
+    d.fast_accum = Fp8FastAccumulation();
   }
   return d;
 }
@@ -62,7 +84,7 @@ Status QuantProbeBuffers::Allocate(int64_t rows, int64_t n, int64_t k, size_t ws
                           static_cast<size_t>(rows_ * n) * 4,
                           static_cast<size_t>(rows_ * n) * 2,
                           static_cast<size_t>(n) * 2,
-                          static_cast<size_t>(std::max<int64_t>(n, kFp8XScaleAt + 1)) * 4,
+                          static_cast<size_t>(std::max<int64_t>(n, kFp8DScaleAt + 1)) * 4,
                           ws};
   size_t total = 0;
   for (size_t b : sizes) total += AlignUp(std::max<size_t>(b, 1));
@@ -75,6 +97,22 @@ Status QuantProbeBuffers::Allocate(int64_t rows, int64_t n, int64_t k, size_t ws
   for (size_t i = 0; i < 7; ++i) {
     *slots[i] = at;
     at += AlignUp(std::max<size_t>(sizes[i], 1));
+  }
+  // Operands of moderate magnitude rather than zeros, which can run faster than real data: bytes
+  // that are e4m3 values of magnitude 2^-3 .. 2^2 (as int8: +-32 .. +-79).
+  std::vector<uint8_t> pattern(1 << 20);
+  std::mt19937 rng(11);
+  for (uint8_t& b : pattern) {
+    const uint32_t r = rng();
+    b = static_cast<uint8_t>(((r & 1) << 7) | ((4 + (r >> 1) % 6) << 3) | ((r >> 8) & 7));
+  }
+  for (char* base : {w_, x_}) {
+    const size_t bytes = base == w_ ? sizes[0] : sizes[1];
+    for (size_t off = 0; off < bytes; off += pattern.size()) {
+      SURGE_CUDA_RETURN_IF_ERROR(cudaMemcpy(base + off, pattern.data(),
+                                            std::min(pattern.size(), bytes - off),
+                                            cudaMemcpyHostToDevice));
+    }
   }
   return Status::Ok();
 }
@@ -89,6 +127,8 @@ QuantGemmOperands QuantProbeBuffers::Operands(const QuantLinearOp& op, int64_t g
   o.scales = reinterpret_cast<const float*>(scales_);
   o.w_scale = reinterpret_cast<const float*>(scales_);
   o.x_scale = reinterpret_cast<const float*>(scales_) + kFp8XScaleAt;
+  o.d_scale = reinterpret_cast<const float*>(scales_) + kFp8DScaleAt;
+  o.unused_c = res_;
   o.bias = op.bias ? bias_ : nullptr;
   o.residual = op.residual ? res_ : nullptr;
   o.out = out_;
@@ -233,7 +273,61 @@ Result<QuantLinears> QuantLinears::Analyze(const ir::Graph& g, const Program& p,
     QuantizeLinearWeight(g.values[w].constant, op.type, &op.weight, &op.w_scales);
     out.ops_.emplace(i, std::move(op));
   }
+  if (!FusionDisabled()) out.PlanFusion(g, p);
   return out;
+}
+
+void QuantLinears::PlanFusion(const ir::Graph& g, const Program& p) {
+  std::map<int, int> readers;
+  for (const LoweredOp& o : p.ops) {
+    for (int v : o.inputs) {
+      if (v >= 0) ++readers[v];
+    }
+  }
+  for (int v : g.outputs) ++readers[v];
+  for (auto& [i, op] : ops_) {  // program order: a producer is settled before its reader
+    if (i == 0) continue;
+    const LoweredOp& prev = p.ops[i - 1];
+    const int x = p.ops[i].inputs[0];
+    if (prev.outputs.empty() || prev.outputs[0] != x) continue;
+    const bool only_reader = readers[x] == 1;
+    switch (prev.kind) {
+      case OpKind::kLayerNorm:
+      case OpKind::kSkipLayerNorm:
+        // Its output is also the residual of a later layer: FP16 stays.
+        copies_[i - 1] = {i, true};
+        op.input_ready = true;
+        break;
+      case OpKind::kAttention:
+        copies_[i - 1] = {i, !only_reader};
+        op.input_ready = true;
+        break;
+      case OpKind::kLinear: {
+        auto pit = ops_.find(i - 1);
+        if (pit == ops_.end() || !only_reader) break;
+        QuantLinearOp& producer = pit->second;
+        if (producer.type != QuantType::kFp8E4M3 || op.type != QuantType::kFp8E4M3 ||
+            producer.residual || producer.batch_rows != op.batch_rows) {
+          break;
+        }
+        producer.fp8_out = true;
+        producer.out_inv_scale = 1.f / op.x_scale;
+        producer.out_slot = 1 - producer.in_slot;
+        op.in_slot = producer.out_slot;
+        op.input_ready = true;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+const QuantLinearOp* QuantLinears::CopyFor(size_t producer_op, bool* keeps_fp16) const {
+  auto it = copies_.find(producer_op);
+  if (it == copies_.end()) return nullptr;
+  if (keeps_fp16) *keeps_fp16 = it->second.second;
+  return Find(it->second.first);
 }
 
 Status QuantLinears::Prepare(cublasLtHandle_t handle, size_t ws, int64_t max_token_rows,
@@ -248,14 +342,22 @@ Status QuantLinears::Prepare(cublasLtHandle_t handle, size_t ws, int64_t max_tok
   QuantProbeBuffers probe;
   SURGE_RETURN_IF_ERROR(
       probe.Allocate(rows, n, k, ws).WithContext("buffers to try the quantised GEMMs on"));
-  for (auto it = ops_.begin(); it != ops_.end();) {
-    QuantLinearOp& op = it->second;
-    // The largest count, one row and an odd count: the shapes cuBLASLt is most particular about.
+  // The largest count, one row and an odd count: the shapes cuBLASLt is most particular about.
+  auto counts_of = [&](const QuantLinearOp& op) {
     const int64_t max_rows = op.batch_rows ? max_batch_rows : max_token_rows;
     std::vector<int64_t> counts = {max_rows};
     for (int64_t r : {int64_t{1}, std::min<int64_t>(max_rows, 37)}) {
       if (std::find(counts.begin(), counts.end(), r) == counts.end()) counts.push_back(r);
     }
+    return counts;
+  };
+  // First every layer as a plain quantised Linear (FP16 out)...
+  std::map<size_t, bool> wants_fp8_out;
+  for (auto it = ops_.begin(); it != ops_.end();) {
+    QuantLinearOp& op = it->second;
+    wants_fp8_out[it->first] = op.fp8_out;
+    op.fp8_out = false;
+    const std::vector<int64_t> counts = counts_of(op);
     Status st = ChooseQuantGemm(handle, probe, counts, QuantGemmMode::kFusedEpilogue, &op);
     if (st.code() == StatusCode::kUnimplemented) {
       SURGE_LOG_WARN("cuda backend: layer '{}' runs fp16 instead of {}: {}", op.node,
@@ -267,6 +369,37 @@ Status QuantLinears::Prepare(cublasLtHandle_t handle, size_t ws, int64_t max_tok
     SURGE_RETURN_IF_ERROR(st);
     ++it;
   }
+  // ...then the planned fusions whose reader still runs quantised, each kept only where cuBLASLt
+  // runs it (an e4m3 D with the layer's epilogue).
+  for (auto it = copies_.begin(); it != copies_.end();) {
+    it = ops_.count(it->second.first) ? std::next(it) : copies_.erase(it);
+  }
+  for (auto& [i, op] : ops_) {
+    // A Linear's input comes quantised from a kept copy or from an FP8 Linear kept writing it
+    // (settled on the previous step).
+    if (op.input_ready && !copies_.count(i - 1)) {
+      auto prev = ops_.find(i - 1);
+      op.input_ready = prev != ops_.end() && prev->second.fp8_out;
+    }
+    if (!op.input_ready) op.in_slot = 0;
+    auto next = ops_.find(i + 1);
+    if (!wants_fp8_out[i] || next == ops_.end()) continue;
+    QuantLinearOp fused = op;
+    fused.fp8_out = true;
+    fused.out_slot = 1 - op.in_slot;
+    const std::vector<int64_t> counts = counts_of(fused);
+    Status st = ChooseQuantGemm(handle, probe, counts, QuantGemmMode::kFusedEpilogue, &fused);
+    if (st.ok()) {
+      op = std::move(fused);
+      next->second.in_slot = op.out_slot;
+      continue;
+    }
+    if (st.code() != StatusCode::kUnimplemented) return st;
+    SURGE_LOG_INFO("cuda backend: layer '{}' writes fp16 and the next layer quantises it: {}",
+                   op.node, st.message());
+    next->second.input_ready = false;
+  }
+  SURGE_RETURN_IF_ERROR(TuneAll(handle, probe, max_token_rows, max_batch_rows));
   size_t total = 0;
   for (const auto& [i, op] : ops_) {
     total += AlignUp(op.weight.size());
@@ -292,6 +425,46 @@ Status QuantLinears::Prepare(cublasLtHandle_t handle, size_t ws, int64_t max_tok
   return Status::Ok();
 }
 
+Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& probe,
+                             int64_t max_token_rows, int64_t max_batch_rows) {
+  cudaStream_t stream = nullptr;
+  SURGE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::map<std::string, std::pair<cublasLtMatmulAlgo_t, float>> done;  // by desc key
+  Status st = Status::Ok();
+  for (auto& [i, op] : ops_) {
+    const int64_t max_rows = op.batch_rows ? max_batch_rows : max_token_rows;
+    std::vector<int64_t> counts;
+    for (int64_t r = 1; r < max_rows; r *= 2) counts.push_back(r);
+    counts.push_back(max_rows);
+    for (int64_t rows : counts) {
+      const QuantGemmDesc d = QuantLinearGemmDesc(op, rows);
+      const int bucket = Log2Bucket(d.m);
+      if (op.tuned.count(bucket) && rows != max_rows) continue;
+      auto hit = done.find(d.Key());
+      if (hit == done.end()) {
+        QuantGemmOperands o = probe.Operands(op, d.m);
+        o.stream = stream;
+        auto g = QuantGemm::Create(handle, d, probe.workspace_bytes(), op.mode, &o, true);
+        if (!g.ok()) {
+          st = g.status().WithContext(fmt::format("timing layer '{}' at {} rows", op.node, rows));
+          break;
+        }
+        Status tuned = (*g)->Tune(handle, o);
+        if (!tuned.ok()) {
+          st = tuned.WithContext(fmt::format("timing layer '{}' at {} rows", op.node, rows));
+          break;
+        }
+        hit = done.emplace(d.Key(), std::make_pair((*g)->algo(), (*g)->tuned_us())).first;
+      }
+      op.tuned[bucket] = hit->second;
+    }
+    if (!st.ok()) break;
+  }
+  cudaStreamSynchronize(stream);
+  cudaStreamDestroy(stream);
+  return st;
+}
+
 const QuantLinearOp* QuantLinears::Find(size_t op_index) const {
   auto it = ops_.find(op_index);
   return it == ops_.end() ? nullptr : &it->second;
@@ -305,7 +478,8 @@ std::string QuantLinears::FallbackReason(size_t op_index) const {
 QuantLinears::Scratch QuantLinears::ScratchFor(const QuantLinearOp& op, int64_t rows) {
   const int64_t gemm_rows = QuantGemmRows(op, rows);
   Scratch s;
-  s.xq = AlignUp(static_cast<size_t>(gemm_rows * op.k));
+  s.xq = AlignUp(static_cast<size_t>(gemm_rows * (op.fp8_out ? std::max(op.k, op.n) : op.k)));
+  s.slots = op.in_slot != 0 || (op.fp8_out && op.out_slot != 0) ? 2 : 1;
   if (QuantGemmModeAccumulates(op.mode)) {
     s.acc = AlignUp(static_cast<size_t>(gemm_rows * op.n) * 4);
   }
@@ -319,19 +493,27 @@ QuantLinears::Scratch QuantLinears::ScratchBytes(int64_t max_token_rows,
     const Scratch one = ScratchFor(op, op.batch_rows ? max_batch_rows : max_token_rows);
     s.xq = std::max(s.xq, one.xq);
     s.acc = std::max(s.acc, one.acc);
+    s.slots = std::max(s.slots, one.slots);
   }
   return s;
 }
 
 std::string QuantLinears::Describe(const QuantLinearOp& op) const {
-  return fmt::format("cublasLt {} gemm ({}{}{}) k={} n={} W[N,K] x_scale={:.4g} w_scale={}",
+  std::string tactics;
+  for (const auto& [bucket, algo] : op.tuned) {
+    tactics += fmt::format(" rows~2^{}: {:.1f} us;", bucket, algo.second);
+  }
+  return fmt::format("cublasLt {} gemm ({}{}{}) k={} n={} W[N,K] x_scale={:.4g} w_scale={}{}{}{}",
                      op.type == QuantType::kInt8 ? "int8" : "fp8 e4m3", QuantGemmModeName(op.mode),
                      op.type == QuantType::kInt8
                          ? ""
                          : (op.scale_in_alpha ? ", scales as alpha" : ", scale pointers"),
                      op.pad_rows ? ", rows padded to 16" : "", op.k, op.n, op.x_scale,
                      op.type == QuantType::kInt8 ? std::string("per channel")
-                                                 : fmt::format("{:.4g}", op.w_scales[0]));
+                                                 : fmt::format("{:.4g}", op.w_scales[0]),
+                     op.input_ready ? "; input quantised by the op before" : "",
+                     op.fp8_out ? "; writes the next layer's e4m3 input" : "",
+                     tactics.empty() ? "" : "; tactics:" + tactics);
 }
 
 Status QuantLinearRunner::Init(const QuantLinears::Scratch& s) {
@@ -341,7 +523,20 @@ Status QuantLinearRunner::Init(const QuantLinears::Scratch& s) {
   scratch_.reset(p);
   xq_bytes_ = s.xq;
   acc_bytes_ = s.acc;
+  slots_ = s.slots;
   return Status::Ok();
+}
+
+void* QuantLinearRunner::Slot(int slot) const {
+  return static_cast<char*>(scratch_.get()) + static_cast<size_t>(slot) * xq_bytes_;
+}
+
+Result<QuantizedCopy> QuantLinearRunner::CopyTarget(const QuantLinearOp& op, int64_t rows) const {
+  if (op.in_slot >= slots_ || static_cast<size_t>(QuantGemmRows(op, rows) * op.k) > xq_bytes_) {
+    return InternalError("quantised layer '{}': {} rows exceed the context's scratch", op.node,
+                         rows);
+  }
+  return QuantizedCopy{op.type, Slot(op.in_slot), 1.f / op.x_scale};
 }
 
 Status QuantLinearRunner::Run(const QuantLinearOp& op, cublasLtHandle_t handle, int64_t rows,
@@ -354,11 +549,8 @@ Status QuantLinearRunner::Run(const QuantLinearOp& op, cublasLtHandle_t handle, 
 Status QuantLinearRunner::Quantize(const QuantLinearOp& op, int64_t rows, const void* x,
                                    cudaStream_t stream) {
   if (rows == 0) return Status::Ok();
-  if (static_cast<size_t>(QuantGemmRows(op, rows) * op.k) > xq_bytes_) {
-    return InternalError("quantised layer '{}': {} rows exceed the context's scratch", op.node,
-                         rows);
-  }
-  QuantizeArgs qa{op.type, rows * op.k, x, 1.f / op.x_scale, scratch_.get()};
+  SURGE_ASSIGN_OR_RETURN(const QuantizedCopy target, CopyTarget(op, rows));
+  QuantizeArgs qa{op.type, rows * op.k, x, target.inv_scale, target.y};
   if (!QuantizeCanImplement(qa)) {
     return InternalError("layer '{}': quantize cannot run on these buffers", op.node);
   }
@@ -371,18 +563,31 @@ Status QuantLinearRunner::Gemm(const QuantLinearOp& op, cublasLtHandle_t handle,
                                size_t ws_bytes, cudaStream_t stream) {
   if (rows == 0) return Status::Ok();
   const int64_t gemm_rows = QuantGemmRows(op, rows);
-  if (static_cast<size_t>(gemm_rows * op.k) > xq_bytes_) {
+  if (op.in_slot >= slots_ || (op.fp8_out && op.out_slot >= slots_) ||
+      static_cast<size_t>(gemm_rows * (op.fp8_out ? std::max(op.k, op.n) : op.k)) > xq_bytes_) {
     return InternalError("quantised layer '{}': {} rows exceed the context's scratch", op.node,
                          rows);
   }
-  const void* xq = scratch_.get();
-  const auto key = std::make_pair(op.op, rows);
+  const void* xq = Slot(op.in_slot);
+  // The e4m3 output as planned; should cuBLASLt refuse it at this row count, FP16 y and a quantise
+  // pass into the next layer's slot.
+  bool fp8_out = op.fp8_out && !fp8_refused_.count({op.op, rows});
   // The mode chosen at load; should cuBLASLt refuse every algorithm of a plan at this row count,
   // the next mode the context's scratch allows (nothing was enqueued by the refused calls).
   for (QuantGemmMode first = op.mode;;) {
+    const auto key = std::make_tuple(op.op, rows, fp8_out);
     auto it = plans_.find(key);
     if (it == plans_.end()) {
-      auto plan = QuantGemm::Create(handle, QuantLinearGemmDesc(op, rows), ws_bytes, first);
+      QuantGemmDesc d = QuantLinearGemmDesc(op, rows);
+      d.fp8_out = fp8_out;
+      const auto tuned = op.tuned.find(Log2Bucket(d.m));
+      auto plan = QuantGemm::Create(handle, d, ws_bytes, first, nullptr, false,
+                                    tuned != op.tuned.end() ? &tuned->second.first : nullptr);
+      if (!plan.ok() && fp8_out && plan.status().code() == StatusCode::kUnimplemented) {
+        fp8_refused_.insert({op.op, rows});
+        fp8_out = false;
+        continue;
+      }
       if (!plan.ok()) return plan.status().WithContext(fmt::format("layer '{}'", op.node));
       const QuantGemmMode mode = (*plan)->mode();
       if (op.pad_rows && !QuantGemmModeAccumulates(mode)) {
@@ -398,18 +603,37 @@ Status QuantLinearRunner::Gemm(const QuantLinearOp& op, cublasLtHandle_t handle,
       }
       it = plans_.emplace(key, std::move(plan).value()).first;
     }
-    Status st = RunPlan(op, *it->second, handle, rows, xq, bias, residual, y, ws, ws_bytes, stream);
-    if (st.code() != StatusCode::kUnimplemented) return st;
+    Status st = RunPlan(op, *it->second, fp8_out, handle, rows, xq, bias, residual, y, ws, ws_bytes,
+                        stream);
+    if (st.code() != StatusCode::kUnimplemented) {
+      SURGE_RETURN_IF_ERROR(st);
+      break;
+    }
     const QuantGemmMode refused = it->second->mode();
     plans_.erase(it);
+    if (fp8_out) {
+      fp8_refused_.insert({op.op, rows});
+      fp8_out = false;
+      first = op.mode;
+      continue;
+    }
     if (refused == QuantGemmMode::kFloat32) {
       return st.WithContext(fmt::format("layer '{}' at {} rows", op.node, rows));
     }
     first = static_cast<QuantGemmMode>(static_cast<int>(refused) + 1);
   }
+  if (op.fp8_out && !fp8_out) {
+    // FP16 y was written instead: quantise it for the next layer.
+    QuantizeArgs qa{QuantType::kFp8E4M3, rows * op.n, y, op.out_inv_scale, Slot(op.out_slot)};
+    if (!QuantizeCanImplement(qa)) {
+      return InternalError("layer '{}': quantize cannot run on these buffers", op.node);
+    }
+    SURGE_CUDA_RETURN_IF_ERROR(QuantizeRun(qa, nullptr, stream));
+  }
+  return Status::Ok();
 }
 
-Status QuantLinearRunner::RunPlan(const QuantLinearOp& op, const QuantGemm& g,
+Status QuantLinearRunner::RunPlan(const QuantLinearOp& op, const QuantGemm& g, bool fp8_out,
                                   cublasLtHandle_t handle, int64_t rows, const void* xq,
                                   const void* bias, const void* residual, void* y, void* ws,
                                   size_t ws_bytes, cudaStream_t stream) {
@@ -420,6 +644,11 @@ Status QuantLinearRunner::RunPlan(const QuantLinearOp& op, const QuantGemm& g,
   if (op.type == QuantType::kFp8E4M3) {
     o.w_scale = op.scales_dev;
     o.x_scale = op.scales_dev + kFp8XScaleAt;
+  }
+  if (fp8_out) {
+    o.d_scale = op.scales_dev + kFp8DScaleAt;
+    o.unused_c = y;
+    y = Slot(op.out_slot);
   }
   o.workspace = ws;
   o.workspace_bytes = ws_bytes;

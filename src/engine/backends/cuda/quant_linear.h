@@ -7,6 +7,18 @@
 // (quant_kernels.h), the GEMM runs in cuBLASLt (quant_gemm.h) and its epilogue writes FP16. Weights
 // are quantised on the host from the plan's FP32 constants when the engine loads, stored [N,K].
 //
+// Quantisation folds into the op before where it can (Analyze; SURGE_CUDA_QUANT_FUSION=0 turns it
+// off): a LayerNorm, SkipLayerNorm or Attention directly before a quantised Linear that reads its
+// output writes the quantised copy itself (QuantizedCopy; Attention then skips its FP16 output
+// when nothing else reads it), and an FP8 Linear whose only reader is the FP8 Linear after it
+// (FFN1 -> FFN2) writes that layer's e4m3 input from its epilogue (QuantGemmDesc::fp8_out) instead
+// of FP16. The quantised inputs live in two context buffers (slots), so such a pair reads one slot
+// and writes the other.
+//
+// Each layer's GEMM algorithms are timed when the engine loads at every power-of-two row count up
+// to the profile's largest (QuantGemm::Tune, shapes shared by layers timed once); a call uses the
+// fastest of its row count's bucket (floor(log2 rows)) when cuBLASLt accepts it for that count.
+//
 // How each layer's GEMM runs is chosen when the engine loads, by running it (ChooseQuantGemm):
 // the most fused mode, FP8 scales as scale pointers or as alpha, at the profile's largest row
 // count, at 1 row and at an odd count; failing that, with rows padded to a multiple of 16 into
@@ -21,8 +33,10 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/status.h"
@@ -53,17 +67,31 @@ struct QuantLinearOp {
   bool pad_rows = false;        // GEMMs run on rows rounded up to 16 (accumulating modes only)
   const void* w_dev = nullptr;  // device copy of `weight`
   const float* scales_dev = nullptr;  // QuantScaleFloats(*this) on the device
+  // Fusion with the neighbouring ops (Analyze plans it; Prepare drops what cuBLASLt refuses):
+  int in_slot = 0;            // the context's quantised-input buffer x is read from
+  bool input_ready = false;   // the op before writes x's quantised copy (no Quantize pass)
+  bool fp8_out = false;       // the GEMM writes the next op's e4m3 input, not FP16 y
+  float out_inv_scale = 1.f;  // fp8_out: 1 / the next op's activation step
+  int out_slot = 0;           // fp8_out: the next op's in_slot
+  // Tuned algorithms by row-count bucket (floor(log2 gemm rows)) and their times (us).
+  std::map<int, std::pair<cublasLtMatmulAlgo_t, float>> tuned;
 };
 
 // FP8 scales on the device: w_scale at 0, x_scale at this float offset (256 bytes on).
 constexpr int kFp8XScaleAt = 64;
-// What scales_dev holds: INT8 x_scale · w_scales[n] (n floats); FP8 w_scale at 0 and x_scale at
-// kFp8XScaleAt.
+// fp8_out: the next layer's 1 / activation step (the e4m3 D scale) at this float offset.
+constexpr int kFp8DScaleAt = 128;
+// What scales_dev holds: INT8 x_scale · w_scales[n] (n floats); FP8 w_scale at 0, x_scale at
+// kFp8XScaleAt and, with fp8_out, out_inv_scale at kFp8DScaleAt.
 std::vector<float> QuantScaleFloats(const QuantLinearOp& op);
 // Rows the GEMM of `op` runs on for `rows` input rows (rounded up to 16 with pad_rows).
 int64_t QuantGemmRows(const QuantLinearOp& op, int64_t rows);
 // The GEMM descriptor of `op` at `rows` input rows.
 QuantGemmDesc QuantLinearGemmDesc(const QuantLinearOp& op, int64_t rows);
+// FP8 GEMMs accumulate in the tensor cores' own accumulator (QuantGemmDesc::fast_accum) unless
+// SURGE_CUDA_FP8_FAST_ACCUM=0: on the H200 BERT-base FP8 plan 4.25 ms instead of 4.57 at 128x128,
+// cosine to FP32 unchanged (0.99654 vs 0.99653), as inference engines run FP8 forward passes.
+bool Fp8FastAccumulation();
 
 // W [K,N] row-major float32 -> quantised [N,K] bytes and scales: INT8 per output channel
 // (scale = max_k |W[k,n]| / 127, 1 for an all-zero column; round to nearest even, clamp to
@@ -76,7 +104,8 @@ struct DeviceFreeDeleter {
 };
 using DeviceBuffer = std::unique_ptr<void, DeviceFreeDeleter>;
 
-// Zeroed device operands big enough for every layer ChooseQuantGemm probes.
+// Device operands big enough for every layer ChooseQuantGemm probes and QuantGemm::Tune times:
+// weights and inputs hold bytes of moderate e4m3 (or int8) values, the rest zeros.
 class QuantProbeBuffers {
  public:
   Status Allocate(int64_t rows, int64_t n, int64_t k, size_t workspace_bytes);
@@ -114,6 +143,10 @@ class QuantLinears {
 
   bool empty() const { return ops_.empty(); }
   const QuantLinearOp* Find(size_t op_index) const;
+  // The quantised Linear whose input the op at `producer_op` (a LayerNorm, SkipLayerNorm or
+  // Attention) writes a quantised copy of; null when none. `keeps_fp16`: the producer's FP16
+  // output has other readers (or is a graph output) and must still be written.
+  const QuantLinearOp* CopyFor(size_t producer_op, bool* keeps_fp16 = nullptr) const;
   // Why a layer marked int8/fp8 runs FP16 after all ("" when it does not).
   std::string FallbackReason(size_t op_index) const;
   const std::map<size_t, std::string>& fallbacks() const { return fallbacks_; }
@@ -121,8 +154,9 @@ class QuantLinears {
   size_t device_bytes() const { return device_bytes_; }
   // Scratch a context needs: quantised inputs and, for INT32-mode ops, accumulators.
   struct Scratch {
-    size_t xq = 0, acc = 0;
-    size_t total() const { return xq + acc; }
+    size_t xq = 0, acc = 0;  // xq: one slot
+    int slots = 1;
+    size_t total() const { return xq * static_cast<size_t>(slots) + acc; }
   };
   Scratch ScratchBytes(int64_t max_token_rows, int64_t max_batch_rows) const;
   // The scratch one op needs at `rows` input rows.
@@ -131,7 +165,13 @@ class QuantLinears {
 
  private:
   std::map<size_t, QuantLinearOp> ops_;
+  void PlanFusion(const ir::Graph& graph, const Program& program);
+  Status TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& probe, int64_t max_token_rows,
+                 int64_t max_batch_rows);
+
   std::map<size_t, std::string> fallbacks_;  // op index -> why it runs FP16
+  // Producer op index -> (consumer op index, producer keeps its FP16 output).
+  std::map<size_t, std::pair<size_t, bool>> copies_;
   DeviceBuffer device_;
   size_t device_bytes_ = 0;
 };
@@ -144,21 +184,30 @@ class QuantLinearRunner {
   Status Run(const QuantLinearOp& op, cublasLtHandle_t handle, int64_t rows, const void* x,
              const void* bias, const void* residual, void* y, void* workspace,
              size_t workspace_bytes, cudaStream_t stream);
-  // x at the layer's activation step into the context's scratch.
+  // x at the layer's activation step into the context's scratch (slot op.in_slot).
   Status Quantize(const QuantLinearOp& op, int64_t rows, const void* x, cudaStream_t stream);
-  // The GEMM and its epilogue on the input the last Quantize wrote.
+  // Where the op before `consumer` writes its quantised input at `rows` rows (InternalError when
+  // the scratch cannot hold them).
+  Result<QuantizedCopy> CopyTarget(const QuantLinearOp& consumer, int64_t rows) const;
+  // The context's quantised-input buffer `slot` (0 or 1).
+  void* Slot(int slot) const;
+  // The GEMM and its epilogue on the quantised input in slot op.in_slot; with op.fp8_out the
+  // output is the next op's quantised input (slot op.out_slot) and `y` is not written.
   Status Gemm(const QuantLinearOp& op, cublasLtHandle_t handle, int64_t rows, const void* bias,
               const void* residual, void* y, void* workspace, size_t workspace_bytes,
               cudaStream_t stream);
 
  private:
-  Status RunPlan(const QuantLinearOp& op, const QuantGemm& g, cublasLtHandle_t handle, int64_t rows,
-                 const void* xq, const void* bias, const void* residual, void* y, void* workspace,
-                 size_t workspace_bytes, cudaStream_t stream);
+  Status RunPlan(const QuantLinearOp& op, const QuantGemm& g, bool fp8_out, cublasLtHandle_t handle,
+                 int64_t rows, const void* xq, const void* bias, const void* residual, void* y,
+                 void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
-  std::map<std::pair<size_t, int64_t>, std::unique_ptr<QuantGemm>> plans_;
+  // (op, rows, fp8_out as planned) -> plan; a refused fp8_out plan falls back to FP16 + Quantize.
+  std::map<std::tuple<size_t, int64_t, bool>, std::unique_ptr<QuantGemm>> plans_;
+  std::set<std::pair<size_t, int64_t>> fp8_refused_;  // (op, rows) cuBLASLt ran no e4m3 D for
   DeviceBuffer scratch_;
   size_t xq_bytes_ = 0, acc_bytes_ = 0;
+  int slots_ = 1;
 };
 
 }  // namespace surge::engine::cuda

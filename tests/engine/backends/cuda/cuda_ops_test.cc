@@ -55,7 +55,8 @@ TEST_P(CudaOpTest, LayerNormMatchesReference) {
                     static_cast<const float*>(db.get()),
                     1e-5f,
                     dy.get(),
-                    nullptr};
+                    nullptr,
+                    {}};
     ASSERT_TRUE(LayerNormCanImplement(a));
     CheckCuda(LayerNormRun(a, nullptr, nullptr), "LayerNormRun");
     auto ref =
@@ -81,7 +82,8 @@ TEST_P(CudaOpTest, LayerNormLargeValuesDoNotOverflow) {
                   static_cast<const float*>(db.get()),
                   1e-5f,
                   dy.get(),
-                  nullptr};
+                  nullptr,
+                  {}};
   CheckCuda(LayerNormRun(a, nullptr, nullptr), "LayerNormRun");
   auto ref = Reference(Fused("LayerNorm"), std::vector<Tensor>{x, gamma, beta});
   EXPECT_LT(RelError(dy.Download({rows, cols}, dt()), ref[0]), 4 * Tolerance(dt()));
@@ -106,7 +108,8 @@ TEST_P(CudaOpTest, SkipLayerNormWithBiasAndSum) {
                     static_cast<const float*>(db.get()),
                     1e-6f,
                     dy.get(),
-                    dsum.get()};
+                    dsum.get(),
+                    {}};
     CheckCuda(LayerNormRun(a, nullptr, nullptr), "LayerNormRun");
     auto ref = Reference(Fused("SkipLayerNorm", {{"epsilon", 1e-6}}),
                          std::vector<Tensor>{x, skip, gamma, beta, bias});
@@ -288,9 +291,9 @@ TEST_P(CudaOpTest, AttentionAllPaddingRowAveragesKeys) {
   auto ref = Reference(Fused("Attention", {{"num_heads", int64_t{heads}}}),
                        std::vector<Tensor>{qkv, Ints({B, S}, mask)});
   DeviceTensor dqkv(qkv, dt()), dmask = UploadInts(mask32), dout(int64_t{B} * S * H * 2);
-  AttentionArgs a{dt(),       B,         S,       heads,
-                  d,          0.125f,    nullptr, static_cast<const int32_t*>(dmask.get()),
-                  dqkv.get(), dout.get()};
+  AttentionArgs a{dt(),       B,          S,       heads,
+                  d,          0.125f,     nullptr, static_cast<const int32_t*>(dmask.get()),
+                  dqkv.get(), dout.get(), {}};
   CheckCuda(AttentionRun(a, nullptr, nullptr), "AttentionRun");
   EXPECT_LT(RelError(dout.Download({B * S, H}, dt()), ref[0]), Tolerance(dt()));
 }
