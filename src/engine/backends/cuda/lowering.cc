@@ -117,12 +117,16 @@ Result<DataType> DeviceType(Precision p) {
       static_cast<int>(p));
 }
 
+int RowBucket(int64_t m) {
+  int bucket = 0;
+  for (; m > 1; m >>= 1) ++bucket;
+  return bucket;
+}
+
 std::string TacticKey(const GemmDesc& d) {
   GemmDesc k = d;
   k.m = 0;
-  int bucket = 0;
-  for (int64_t m = d.m; m > 1; m >>= 1) ++bucket;
-  return fmt::format("{} mb={}", k.Key(), bucket);
+  return fmt::format("{} mb={}", k.Key(), RowBucket(d.m));
 }
 
 Result<Program> AnalyzeGraph(const ir::Graph& g, const BuilderConfig& config) {

@@ -88,6 +88,8 @@ Result<DataType> DeviceType(Precision precision);
 // bucket (floor(log2 m)). Lower tunes a few buckets; other row counts use cuBLASLt's heuristic,
 // since an algorithm tuned for 4096 rows can be a poor choice for 32.
 std::string TacticKey(const GemmDesc& desc);
+// The row-count bucket of a tactic: floor(log2 m) (0 for m <= 1).
+int RowBucket(int64_t m);
 
 struct Blob {
   DataType dtype = DataType::kF16;

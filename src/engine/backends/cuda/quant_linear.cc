@@ -26,12 +26,6 @@ bool Quantised(Precision p) { return p == Precision::kInt8 || p == Precision::kF
 
 int64_t RoundUp16(int64_t rows) { return (rows + 15) / 16 * 16; }
 
-int Log2Bucket(int64_t m) {
-  int b = 0;
-  for (; m > 1; m >>= 1) ++b;
-  return b;
-}
-
 bool FusionDisabled() {
   const char* v = std::getenv("SURGE_CUDA_QUANT_FUSION");
   return v != nullptr && std::string_view(v) == "0";
@@ -438,7 +432,7 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
     counts.push_back(max_rows);
     for (int64_t rows : counts) {
       const QuantGemmDesc d = QuantLinearGemmDesc(op, rows);
-      const int bucket = Log2Bucket(d.m);
+      const int bucket = RowBucket(d.m);
       if (op.tuned.count(bucket) && rows != max_rows) continue;
       auto hit = done.find(d.Key());
       if (hit == done.end()) {
@@ -580,7 +574,7 @@ Status QuantLinearRunner::Gemm(const QuantLinearOp& op, cublasLtHandle_t handle,
     if (it == plans_.end()) {
       QuantGemmDesc d = QuantLinearGemmDesc(op, rows);
       d.fp8_out = fp8_out;
-      const auto tuned = op.tuned.find(Log2Bucket(d.m));
+      const auto tuned = op.tuned.find(RowBucket(d.m));
       auto plan = QuantGemm::Create(handle, d, ws_bytes, first, nullptr, false,
                                     tuned != op.tuned.end() ? &tuned->second.first : nullptr);
       if (!plan.ok() && fp8_out && plan.status().code() == StatusCode::kUnimplemented) {
