@@ -197,9 +197,12 @@ Result<std::shared_ptr<ModelVersion>> ModelVersion::Load(const std::string& mode
   for (const auto& g : config.instance_group()) {
     any_cpu |= g.kind() == inference::ModelInstanceGroup::KIND_CPU;
   }
+  // KIND_GPU asks for the GPU (an error without one); no kind (KIND_AUTO) takes it where the CUDA
+  // backend is built in and a GPU is present, else the CPU.
+  const engine::Backend* cuda = engine::FindBackend("cuda");
   if (!options.backend.empty()) {
     bc.backend = options.backend;
-  } else if (want_gpu || (!any_cpu && engine::FindBackend("cuda") != nullptr)) {
+  } else if (want_gpu || (!any_cpu && cuda != nullptr && cuda->DeviceAvailable().ok())) {
     bc.backend = "cuda";
   } else {
     bc.backend = "cpu";
@@ -207,6 +210,8 @@ Result<std::shared_ptr<ModelVersion>> ModelVersion::Load(const std::string& mode
   std::string precision = ConfigParameter(config, "precision");
   if (!precision.empty()) {
     SURGE_ASSIGN_OR_RETURN(bc.precision, engine::ParsePrecision(precision));
+  } else if (bc.backend == "cuda") {
+    bc.precision = engine::Precision::kFp16;  // the GPU's default, as FP32 is CPU-only
   }
   std::string profiles = ConfigParameter(config, "profiles");
   if (profiles.empty()) profiles = ConfigParameter(config, "profile");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "engine/ir/eval_internal.h"
 
@@ -163,6 +164,33 @@ Status SkipLayerNormOp(const Node& node, std::span<const Tensor> inputs,
   SURGE_ASSIGN_OR_RETURN(Tensor y, ConvertTo(yd, x->dtype()));
   outputs->push_back(std::move(y));
   outputs->push_back(sum.data() == sd.data() ? sum.Clone() : std::move(sum));
+  return Status::Ok();
+}
+
+Status L2NormalizeOp(const Node& node, std::span<const Tensor> inputs,
+                     std::vector<Tensor>* outputs) {
+  SURGE_ASSIGN_OR_RETURN(const Tensor* x, RequiredInput(node, inputs, 0));
+  SURGE_RETURN_IF_ERROR(RequireFloat(node, *x, "X"));
+  if (x->rank() < 1) return InvalidArgumentError("{}: X must have rank >= 1", NodeLabel(node));
+  const std::string mode = node.GetString("eps_mode", "add");
+  if (mode != "add" && mode != "max") {
+    return InvalidArgumentError("{}: eps_mode must be 'add' or 'max', got '{}'", NodeLabel(node),
+                                mode);
+  }
+  const double eps = node.GetFloat("epsilon", 1e-12);
+  const int64_t h = x->dim(x->rank() - 1);
+  SURGE_ASSIGN_OR_RETURN(Tensor xd, ConvertTo(*x, DType::kFloat64));
+  xd = xd.Clone();
+  double* px = xd.data_as<double>();
+  for (int64_t r = 0; h > 0 && r < x->numel() / h; ++r) {
+    double* row = px + r * h;
+    double ss = 0;
+    for (int64_t j = 0; j < h; ++j) ss += row[j] * row[j];
+    const double norm = mode == "add" ? std::sqrt(ss + eps) : std::max(std::sqrt(ss), eps);
+    for (int64_t j = 0; j < h; ++j) row[j] /= norm;
+  }
+  SURGE_ASSIGN_OR_RETURN(Tensor y, ConvertTo(xd, x->dtype()));
+  outputs->push_back(std::move(y));
   return Status::Ok();
 }
 
@@ -338,6 +366,7 @@ void RegisterFusedEvaluators() {
   Reg("Linear", LinearOp);
   Reg("Gelu", GeluOp);
   Reg("LayerNorm", LayerNormOp);
+  Reg("L2Normalize", L2NormalizeOp);
   Reg("SkipLayerNorm", SkipLayerNormOp);
   Reg("EmbedLayerNorm", EmbedLayerNormOp);
   Reg("Attention", AttentionOp);

@@ -8,6 +8,9 @@
 //              before residual)
 //   Gelu(X) -> Y                      attrs: approximate = "none" | "tanh"
 //   LayerNorm(X, gamma[H], beta[H]) -> Y         attrs: epsilon (over the last axis)
+//   L2Normalize(X) -> Y               attrs: epsilon (default 1e-12), eps_mode = "add" | "max"
+//       over the last axis: Y = X / sqrt(sum(X^2) + epsilon) ("add"), or
+//       Y = X / max(sqrt(sum(X^2)), epsilon) ("max", as torch.nn.functional.normalize)
 //   SkipLayerNorm(X, skip, gamma, beta, bias?) -> Y, Sum?
 //       Y = LayerNorm(X + skip + bias); optional 2nd output is the pre-norm sum
 //   EmbedLayerNorm(input_ids[B,S], token_type_ids[B,S]?, position_ids[B,S]?, word_emb[V,H],

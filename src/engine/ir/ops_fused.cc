@@ -69,6 +69,16 @@ Status InferGelu(Graph& g, Node& n) {
   return Status::Ok();
 }
 
+Status InferL2Normalize(Graph& g, Node& n) {
+  const std::string mode = n.GetString("eps_mode", "add");
+  if (mode != "add" && mode != "max") return NodeError(n, "unknown eps_mode '{}' (add, max)", mode);
+  if (n.GetFloat("epsilon", 1e-12) < 0) return NodeError(n, "epsilon must be >= 0");
+  const Value* x = Input(g, n, 0);
+  if (x->shape && x->shape->empty()) return NodeError(n, "input must have rank >= 1");
+  SetOutput(g, n, 0, x->dtype, x->shape);
+  return Status::Ok();
+}
+
 Status InferLayerNorm(Graph& g, Node& n) {
   const Value* x = Input(g, n, 0);
   auto h = LastDim(x);
@@ -178,6 +188,7 @@ void RegisterFusedOps() {
   Define(kSurgeDomain, "Linear", 2, 4, 1, 1, InferLinear);
   Define(kSurgeDomain, "Gelu", 1, 1, 1, 1, InferGelu);
   Define(kSurgeDomain, "LayerNorm", 3, 3, 1, 1, InferLayerNorm);
+  Define(kSurgeDomain, "L2Normalize", 1, 1, 1, 1, InferL2Normalize);
   Define(kSurgeDomain, "SkipLayerNorm", 4, 5, 1, 2, InferSkipLayerNorm);
   Define(kSurgeDomain, "EmbedLayerNorm", 5, 9, 1, 1, InferEmbedLayerNorm);
   Define(kSurgeDomain, "Attention", 1, 2, 1, 1, InferAttention);

@@ -12,41 +12,11 @@
 namespace surge::engine::passes {
 namespace {
 
-// Rank of a value when its shape is known, else -1.
-int64_t RankOf(const Matcher& m, int v) {
-  const auto& s = m.value(v).shape;
-  return s ? static_cast<int64_t>(s->size()) : -1;
-}
-
 // Last dimension when static, else -1.
 int64_t LastDim(const Matcher& m, int v) {
   const auto& s = m.value(v).shape;
   if (!s || s->empty() || !s->back().IsStatic()) return -1;
   return s->back().StaticValue();
-}
-
-// True when a ReduceMean node reduces exactly the last axis of `x` with keepdims.
-bool ReducesLastAxis(const Matcher& m, const ir::Node& rm, int x) {
-  if (rm.GetInt("keepdims", 1) != 1) return false;
-  std::vector<int64_t> axes = rm.GetInts("axes");
-  if (!rm.HasAttr("axes")) {
-    auto c = m.IntsConst(rm.input(1));
-    if (!c) return false;
-    axes = *c;
-  }
-  if (axes.size() != 1) return false;
-  if (axes[0] == -1) return true;
-  int64_t rank = RankOf(m, x);
-  return rank > 0 && axes[0] == rank - 1;
-}
-
-// Every use of `v` is a node in `nodes` (and not a graph output).
-bool UsesWithin(const Matcher& m, int v, const std::vector<int>& nodes) {
-  if (m.IsGraphOutput(v)) return false;
-  for (int c : m.Consumers(v)) {
-    if (std::find(nodes.begin(), nodes.end(), c) == nodes.end()) return false;
-  }
-  return true;
 }
 
 struct Decomposed {

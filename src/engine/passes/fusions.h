@@ -13,6 +13,9 @@ namespace surge::engine::passes {
 Result<int> RemoveIdentities(ir::Graph& g);
 // ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div(/Mul/Add) and LayerNormalization → surge::LayerNorm.
 Result<int> FuseLayerNorm(ir::Graph& g);
+// x / Sqrt(ReduceSum(x*x) + eps) and F.normalize's x / Clip(ReduceL2(x), eps) over the last axis
+// → surge::L2Normalize.
+Result<int> FuseL2Normalize(ir::Graph& g);
 // Erf and tanh GELU forms, and ONNX Gelu → surge::Gelu.
 Result<int> FuseGelu(ir::Graph& g);
 // MatMul(X, W const [K,N]) (+ Add bias), Gemm → surge::Linear; a Linear between a flattening

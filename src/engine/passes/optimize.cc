@@ -50,6 +50,7 @@ Status Optimize(ir::Graph& graph, const PassOptions& options, PassReport* report
   if (options.fuse) {
     const std::vector<std::pair<const char*, Result<int> (*)(ir::Graph&)>> fusions = {
         {"fuse-layer-norm", FuseLayerNorm},
+        {"fuse-l2-normalize", FuseL2Normalize},
         {"fuse-gelu", FuseGelu},
         {"fuse-linear", FuseLinear},
         {"fuse-linear-activation", FuseLinearActivation},

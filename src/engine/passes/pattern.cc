@@ -1,5 +1,6 @@
 #include "engine/passes/pattern.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -148,6 +149,33 @@ Tensor Transpose2D(const Tensor& t) {
 std::optional<int64_t> NormalizeAxis(int64_t axis, int64_t rank) {
   if (axis < -rank || axis >= rank) return std::nullopt;
   return axis < 0 ? axis + rank : axis;
+}
+
+int64_t RankOf(const Matcher& m, int v) {
+  const auto& s = m.value(v).shape;
+  return s ? static_cast<int64_t>(s->size()) : -1;
+}
+
+bool ReducesLastAxis(const Matcher& m, const ir::Node& r, int x) {
+  if (r.GetInt("keepdims", 1) != 1) return false;
+  std::vector<int64_t> axes = r.GetInts("axes");
+  if (!r.HasAttr("axes")) {
+    auto c = m.IntsConst(r.input(1));
+    if (!c) return false;
+    axes = *c;
+  }
+  if (axes.size() != 1) return false;
+  if (axes[0] == -1) return true;
+  int64_t rank = RankOf(m, x);
+  return rank > 0 && axes[0] == rank - 1;
+}
+
+bool UsesWithin(const Matcher& m, int v, std::span<const int> nodes) {
+  if (m.IsGraphOutput(v)) return false;
+  for (int c : m.Consumers(v)) {
+    if (std::find(nodes.begin(), nodes.end(), c) == nodes.end()) return false;
+  }
+  return true;
 }
 
 bool Near(double actual, double expected, double rel) {

@@ -75,6 +75,14 @@ class Matcher {
   std::vector<bool> is_output_;
 };
 
+// Rank of a value when its shape is known, else -1.
+int64_t RankOf(const Matcher& m, int v);
+// True when reduction node `r` (ReduceMean, ReduceSum, ReduceL2, ...) reduces exactly the last
+// axis of `x` with keepdims = 1; axes come from the attribute or the constant second input.
+bool ReducesLastAxis(const Matcher& m, const ir::Node& r, int x);
+// Every use of `v` is a node in `nodes` (and `v` is not a graph output).
+bool UsesWithin(const Matcher& m, int v, std::span<const int> nodes);
+
 // What a traced attention-mask value must be, per key: an additive bias (0 where attended, <= -1e4
 // where padded), or a condition that is true exactly at padded (or at attended) keys.
 enum class MaskRole { kAdditiveBias, kTrueAtPadding, kTrueAtAttended };

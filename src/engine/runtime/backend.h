@@ -93,6 +93,9 @@ class Backend {
   virtual std::string_view name() const = 0;
   // Identifies the hardware a plan's tactics are valid for ("x86_64-avx512", "sm_90a").
   virtual std::string DeviceArch() const = 0;
+  // Whether this machine has the device the backend runs on (Unavailable, with the reason, when
+  // not). Lower may still work without it; Load and contexts need it.
+  virtual Status DeviceAvailable() const { return Status::Ok(); }
   virtual Result<std::string> Lower(const ir::Graph& graph, const BuilderConfig& config) = 0;
   virtual Result<std::unique_ptr<BackendEngine>> Load(std::shared_ptr<const ir::Graph> graph,
                                                       std::span<const uint8_t> tactics,

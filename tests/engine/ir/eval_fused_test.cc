@@ -67,6 +67,20 @@ TEST(EvalFused, LayerNormAndSkipLayerNorm) {
   EvalError(Fused("LayerNorm"), {x, F32({3}, {1, 1, 1}), be});
 }
 
+TEST(EvalFused, L2NormalizeAddAndMaxEpsilon) {
+  // Rows [3,4] (norm 5) and [0,0] (norm 0: the epsilon decides).
+  Tensor x = F32({2, 2}, {3, 4, 0, 0});
+  ExpectNear(Eval(Fused("L2Normalize", {{"epsilon", 11.0}}), {x})[0], {2, 2},
+             {3 / 6.0, 4 / 6.0, 0, 0});
+  ExpectNear(
+      Eval(Fused("L2Normalize", {{"epsilon", 6.0}, {"eps_mode", std::string("max")}}), {x})[0],
+      {2, 2}, {0.5, 4 / 6.0, 0, 0});
+  ExpectNear(Eval(Fused("L2Normalize", {{"eps_mode", std::string("max")}}), {x})[0], {2, 2},
+             {0.6, 0.8, 0, 0});
+  Status s = EvalError(Fused("L2Normalize", {{"eps_mode", std::string("clip")}}), {x});
+  EXPECT_NE(s.message().find("eps_mode"), std::string::npos) << s.ToString();
+}
+
 TEST(EvalFused, EmbedLayerNormArangeAndRobertaPositions) {
   // H = 2; word rows make distinct sums; LayerNorm of [a, b] is [-1, 1] when a < b.
   Tensor word = F32({4, 2}, {0, 1, 0, 2, 5, 0, 1, 1});

@@ -205,6 +205,91 @@ TEST(FuseGelu, OnnxGeluOp) {
   EXPECT_EQ(g.nodes[0].GetString("approximate", ""), "tanh");
 }
 
+enum class L2Form { kDemo, kPowEpsFirst, kSumSquareNoEps, kTorchNormalize, kMaxOfSqrt };
+
+// y = x / ||x|| over the last axis of x[2,3,8] in the forms exporters write; `axis` is the reduced
+// axis and `other` the value squared (x unless a near miss is built).
+ir::Graph L2Graph(L2Form f, int64_t axis = -1, bool square_other = false) {
+  GraphBuilder b;
+  int x = b.Input("x", DType::kFloat32, {2, 3, 8});
+  int z = square_other ? b.Input("z", DType::kFloat32, {2, 3, 8}) : x;
+  const std::vector<int64_t> axes{axis};
+  auto sum_sq = [&](bool pow) {
+    int sq = pow ? b.Op("Pow", {z, b.F(2.0f)}) : b.Op("Mul", {z, z});
+    return b.Op("ReduceSum", {sq, b.I(axes)}, {{"keepdims", int64_t{1}}});
+  };
+  int y = -1;
+  switch (f) {
+    case L2Form::kDemo:  // tools/demo_model: cls / sqrt((cls * cls).sum(-1, keepdim) + 1e-12)
+      y = b.Op("Div", {x, b.Op("Sqrt", {b.Op("Add", {sum_sq(false), b.F(1e-12f)})})});
+      break;
+    case L2Form::kPowEpsFirst:
+      y = b.Op("Div", {x, b.Op("Sqrt", {b.Op("Add", {b.F(1e-6f), sum_sq(true)})})});
+      break;
+    case L2Form::kSumSquareNoEps:
+      y = b.Op("Div", {x, b.Op("Sqrt", {b.Op("ReduceSumSquare", {z, b.I(axes)})})});
+      break;
+    case L2Form::kTorchNormalize: {  // F.normalize: x / Clip(ReduceL2(x), eps).expand_as(x)
+      int n = b.Op("ReduceL2", {z, b.I(axes)}, {{"keepdims", int64_t{1}}});
+      n = b.Op("Clip", {n, b.F(1e-12f)});
+      y = b.Op("Div", {x, b.Op("Expand", {n, b.Op("Shape", {x})})});
+      break;
+    }
+    case L2Form::kMaxOfSqrt:
+      y = b.Op("Div", {x, b.Op("Max", {b.Op("Sqrt", {sum_sq(false)}), b.F(1e-4f)})});
+      break;
+  }
+  b.Output(y);
+  b.g.opset = 18;
+  return b.g;
+}
+
+TEST(FuseL2Normalize, AllForms) {
+  std::map<std::string, Tensor> feeds{{"x", RandomFloat({2, 3, 8}, 5, 3.0f)}};
+  for (L2Form f : {L2Form::kDemo, L2Form::kPowEpsFirst, L2Form::kSumSquareNoEps,
+                   L2Form::kTorchNormalize, L2Form::kMaxOfSqrt}) {
+    ir::Graph g = FuseAndCompare(L2Graph(f), FuseL2Normalize, feeds, 1);
+    ASSERT_EQ(Count(g, "surge::L2Normalize"), 1) << static_cast<int>(f);
+    EXPECT_EQ(g.nodes.size(), 1u) << static_cast<int>(f);
+    const bool max = f == L2Form::kTorchNormalize || f == L2Form::kMaxOfSqrt;
+    EXPECT_EQ(g.nodes[0].GetString("eps_mode", ""), max ? "max" : "add");
+    const double eps = f == L2Form::kDemo || f == L2Form::kTorchNormalize ? 1e-12
+                       : f == L2Form::kPowEpsFirst                        ? 1e-6
+                       : f == L2Form::kMaxOfSqrt                          ? 1e-4
+                                                                          : 0.0;
+    EXPECT_NEAR(g.nodes[0].GetFloat("epsilon", -1), eps, eps * 1e-6 + 1e-30);
+  }
+  // The positive last axis.
+  EXPECT_EQ(Count(FuseAndCompare(L2Graph(L2Form::kDemo, 2), FuseL2Normalize, feeds, 1),
+                  "surge::L2Normalize"),
+            1);
+}
+
+TEST(FuseL2Normalize, NearMissesAreNotFused) {
+  std::map<std::string, Tensor> feeds{{"x", RandomFloat({2, 3, 8}, 5)},
+                                      {"z", RandomFloat({2, 3, 8}, 6)}};
+  // Another axis, or the squares of another tensor.
+  FuseAndCompare(L2Graph(L2Form::kDemo, 1), FuseL2Normalize, feeds, 0);
+  FuseAndCompare(L2Graph(L2Form::kTorchNormalize, 0), FuseL2Normalize, feeds, 0);
+  FuseAndCompare(L2Graph(L2Form::kDemo, -1, true), FuseL2Normalize, feeds, 0);
+  FuseAndCompare(L2Graph(L2Form::kTorchNormalize, -1, true), FuseL2Normalize, feeds, 0);
+  // The sum of squares is used elsewhere.
+  GraphBuilder b;
+  int x = b.Input("x", DType::kFloat32, {2, 3, 8});
+  int ss = b.Op("ReduceSum", {b.Op("Mul", {x, x}), b.I({-1})}, {{"keepdims", int64_t{1}}});
+  b.Output(b.Op("Div", {x, b.Op("Sqrt", {b.Op("Add", {ss, b.F(1e-12f)})})}));
+  b.Output(ss);
+  b.g.opset = 18;
+  FuseAndCompare(b.g, FuseL2Normalize, feeds, 0);
+  // Without keepdims the division would broadcast over another axis.
+  GraphBuilder c;
+  int x2 = c.Input("x", DType::kFloat32, {8, 8});
+  int ss2 = c.Op("ReduceSum", {c.Op("Mul", {x2, x2}), c.I({-1})}, {{"keepdims", int64_t{0}}});
+  c.Output(c.Op("Div", {x2, c.Op("Sqrt", {ss2})}));
+  c.g.opset = 18;
+  FuseAndCompare(c.g, FuseL2Normalize, {{"x", RandomFloat({8, 8}, 7)}}, 0);
+}
+
 ir::Graph LinearGraph(bool bias, bool transposed_weight, bool gemm, bool weight_is_input = false) {
   GraphBuilder b;
   int x = b.Input(gemm ? "x" : "x", DType::kFloat32,

@@ -431,6 +431,12 @@ std::string CudaEngine::Describe() const {
       case OpKind::kGatherFirst:
         kernel = "gather rows ([CLS])";
         break;
+      case OpKind::kL2Normalize:
+        kernel = op.eps_max ? "l2_normalize (x / max(|x|, eps))" : "l2_normalize";
+        break;
+      case OpKind::kSqueeze:
+        kernel = "copy (last axis dropped)";
+        break;
     }
     bool keeps_fp16 = true;
     if (const QuantLinearOp* next = quant_.CopyFor(&op - program_.ops.data(), &keeps_fp16)) {
@@ -695,6 +701,26 @@ Status CudaContext::RunOps(const RunShape& sh, bool capturing) {
         SURGE_CUDA_RETURN_IF_ERROR(GatherRowsRun(a, nullptr, stream_));
         break;
       }
+      case OpKind::kL2Normalize: {
+        Mark("l2_normalize", capturing);
+        L2NormalizeArgs a;
+        a.dtype = dt;
+        a.rows = rows;
+        a.cols = op.cols;
+        a.x = Act(in(0));
+        a.y = Act(out);
+        a.epsilon = op.epsilon;
+        a.eps_max = op.eps_max;
+        if (!L2NormalizeCanImplement(a)) return UnimplementedError("l2_normalize: bad arguments");
+        SURGE_CUDA_RETURN_IF_ERROR(L2NormalizeRun(a, nullptr, stream_));
+        break;
+      }
+      case OpKind::kSqueeze: {
+        Mark("copy", capturing);
+        SURGE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(Act(out), Act(in(0)), rows * op.cols * 2,
+                                                   cudaMemcpyDeviceToDevice, stream_));
+        break;
+      }
     }
   }
   // Graph outputs: scatter packed tokens back to [B,S] when asked, then float32 staging.
@@ -875,6 +901,7 @@ Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>*
     const int v = g.outputs[o];
     const ActivationInfo& info = prog.activations.at(v);
     Shape shape = info.domain == RowDomain::kTokens ? Shape{B, S, info.cols} : Shape{B, info.cols};
+    if (info.squeezed) shape.pop_back();
     Tensor f(DType::kFloat32, shape);
     if (pinned_offset_[o] == std::string::npos) {
       const char* staging =
@@ -907,6 +934,7 @@ class CudaBackend : public Backend {
  public:
   std::string_view name() const override { return "cuda"; }
   std::string DeviceArch() const override { return "sm_90a"; }
+  Status DeviceAvailable() const override { return CudaDeviceAvailable(); }
 
   Result<std::string> Lower(const ir::Graph& graph, const BuilderConfig& config) override {
     SURGE_ASSIGN_OR_RETURN(Program p, AnalyzeGraph(graph, QuantBaseConfig(config)));

@@ -99,6 +99,24 @@ __global__ void LayerNormScalarKernel(LayerNormArgs a) {
   }
 }
 
+// One block per row (the rows are few: one [CLS] vector per sequence); each thread strides over
+// the columns twice, so any column count works.
+template <typename T>
+__global__ void L2NormalizeKernel(L2NormalizeArgs a) {
+  __shared__ float scratch[32];
+  const int64_t row = blockIdx.x;
+  const T* x = static_cast<const T*>(a.x) + row * a.cols;
+  float local = 0.f;
+  for (int c = threadIdx.x; c < a.cols; c += blockDim.x) {
+    const float v = ToFloat(x[c]);
+    local += v * v;
+  }
+  const float ss = BlockSum(local, scratch);
+  const float inv = a.eps_max ? 1.f / fmaxf(sqrtf(ss), a.epsilon) : rsqrtf(ss + a.epsilon);
+  T* y = static_cast<T*>(a.y) + row * a.cols;
+  for (int c = threadIdx.x; c < a.cols; c += blockDim.x) y[c] = FromFloat<T>(ToFloat(x[c]) * inv);
+}
+
 bool Aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <typename T>
@@ -121,6 +139,21 @@ cudaError_t Launch(const LayerNormArgs& a, cudaStream_t stream) {
 }
 
 }  // namespace
+
+bool L2NormalizeCanImplement(const L2NormalizeArgs& a) {
+  return a.cols >= 1 && a.rows >= 0 && a.x && a.y && a.epsilon >= 0.f;
+}
+
+cudaError_t L2NormalizeRun(const L2NormalizeArgs& a, void*, cudaStream_t stream) {
+  if (a.rows == 0) return cudaSuccess;
+  const unsigned rows = static_cast<unsigned>(a.rows);
+  if (a.dtype == DataType::kF16) {
+    L2NormalizeKernel<__half><<<rows, 256, 0, stream>>>(a);
+  } else {
+    L2NormalizeKernel<__nv_bfloat16><<<rows, 256, 0, stream>>>(a);
+  }
+  return cudaGetLastError();
+}
 
 bool LayerNormCanImplement(const LayerNormArgs& a) {
   return a.cols >= 1 && a.cols <= kMaxCols && a.rows >= 0 && a.x && a.y && a.gamma && a.beta;

@@ -26,6 +26,23 @@ struct LayerNormArgs {
   QuantizedCopy q;          // optional quantised copy of y (bytes [rows, cols])
 };
 
+// L2 normalisation over the last axis (the sum of squares in float32):
+//   y = x / sqrt(sum(x^2) + epsilon)        (eps_max false)
+//   y = x / max(sqrt(sum(x^2)), epsilon)    (eps_max true)
+struct L2NormalizeArgs {
+  DataType dtype = DataType::kF16;
+  int64_t rows = 0;
+  int cols = 0;
+  const void* x = nullptr;  // [rows, cols]
+  void* y = nullptr;        // [rows, cols]; may alias x
+  float epsilon = 1e-12f;
+  bool eps_max = false;
+};
+
+// Any cols >= 1.
+bool L2NormalizeCanImplement(const L2NormalizeArgs& args);
+cudaError_t L2NormalizeRun(const L2NormalizeArgs& args, void* workspace, cudaStream_t stream);
+
 // cols in [1, 4096].
 bool LayerNormCanImplement(const LayerNormArgs& args);
 size_t LayerNormWorkspaceSize(const LayerNormArgs& args);

@@ -113,8 +113,8 @@ Result<DataType> DeviceType(Precision p) {
   if (p == Precision::kBf16) return DataType::kBF16;
   return InvalidArgumentError(
       "cuda backend: precision {} is not supported; valid: fp16, bf16 (LayerNorm and softmax "
-      "statistics are float32 in both)",
-      static_cast<int>(p));
+      "statistics are float32 in both; int8 and fp8 build on fp16)",
+      PrecisionName(p));
 }
 
 int RowBucket(int64_t m) {
@@ -143,6 +143,10 @@ Result<Program> AnalyzeGraph(const ir::Graph& g, const BuilderConfig& config) {
   auto need_act = [&](const ir::Node& n, int v, std::string_view what) -> Status {
     if (v < 0 || !p.activations.count(v)) {
       return Unsupported(n, fmt::format("{} must be computed by an earlier supported node", what));
+    }
+    if (p.activations.at(v).squeezed) {
+      return Unsupported(n,
+                         fmt::format("{} is a squeezed value (only graph outputs may be)", what));
     }
     return Status::Ok();
   };
@@ -282,6 +286,36 @@ Result<Program> AnalyzeGraph(const ir::Graph& g, const BuilderConfig& config) {
       }
       op.cols = act_cols(n.input(0));
       out_domain = RowDomain::kBatch;
+    } else if (surge_op && n.op_type == "L2Normalize") {
+      op.kind = OpKind::kL2Normalize;
+      SURGE_RETURN_IF_ERROR(need_act(n, n.input(0), "X"));
+      op.cols = act_cols(n.input(0));
+      op.epsilon = static_cast<float>(n.GetFloat("epsilon", 1e-12));
+      const std::string mode = n.GetString("eps_mode", "add");
+      if (mode != "add" && mode != "max") {
+        return InvalidArgumentError("{}: eps_mode must be 'add' or 'max', got '{}'", Label(n),
+                                    mode);
+      }
+      op.eps_max = mode == "max";
+      out_domain = act_domain(n.input(0));
+    } else if (n.domain.empty() && n.op_type == "Squeeze") {
+      op.kind = OpKind::kSqueeze;
+      SURGE_RETURN_IF_ERROR(need_act(n, n.input(0), "data"));
+      std::vector<int64_t> axes = n.GetInts("axes");
+      if (!n.HasAttr("axes")) {
+        const int a = n.input(1);
+        if (is_const(a)) {
+          const Tensor& t = g.values[a].constant;
+          axes.clear();
+          for (int64_t i = 0; i < t.numel(); ++i) axes.push_back(t.GetInt(i));
+        }
+      }
+      const int64_t rank = act_domain(n.input(0)) == RowDomain::kTokens ? 3 : 2;
+      if (axes.size() != 1 || (axes[0] != -1 && axes[0] != rank - 1) || act_cols(n.input(0)) != 1) {
+        return Unsupported(n, "only Squeeze of the last axis of size 1, given as constant axes");
+      }
+      op.cols = 1;
+      out_domain = act_domain(n.input(0));
     } else {
       return Unsupported(n, "no CUDA kernel for this op");
     }
@@ -291,10 +325,11 @@ Result<Program> AnalyzeGraph(const ir::Graph& g, const BuilderConfig& config) {
       return Unsupported(n, "extra outputs are not produced");
     }
     for (int o : n.outputs) {
-      if (o >= 0) p.activations[o] = {out_domain, op.cols};
+      if (o >= 0) p.activations[o] = {out_domain, op.cols, op.kind == OpKind::kSqueeze};
     }
-    const int64_t declared =
-        n.outputs.empty() || n.outputs[0] < 0 ? -1 : StaticLastDim(g.values[n.outputs[0]]);
+    const int64_t declared = n.outputs.empty() || n.outputs[0] < 0 || op.kind == OpKind::kSqueeze
+                                 ? -1
+                                 : StaticLastDim(g.values[n.outputs[0]]);
     if (declared >= 0 && declared != op.cols) {
       return InvalidArgumentError("{}: output has {} columns, the kernel computes {}", Label(n),
                                   declared, op.cols);

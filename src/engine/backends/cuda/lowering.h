@@ -27,7 +27,9 @@ enum class OpKind {
   kSkipLayerNorm,
   kGelu,
   kAttention,
-  kGatherFirst
+  kGatherFirst,
+  kL2Normalize,
+  kSqueeze  // drops the last axis of a one-column activation (a device copy)
 };
 // Token rows follow the tokens (B*S padded, T packed); batch rows are one per sequence.
 enum class RowDomain { kTokens, kBatch };
@@ -41,6 +43,7 @@ struct LoweredOp {
   int k = 0;                 // Linear: input columns
   Activation activation = Activation::kNone;
   float epsilon = 1e-5f;
+  bool eps_max = false;  // L2Normalize: x / max(||x||, epsilon) instead of x / sqrt(||x||^2 + eps)
   int num_heads = 0, head_dim = 0;
   float scale = 0.f;
   bool weight_nk = false;  // Linear: W stored [N,K] (see GemmDesc::weight_nk)
@@ -52,6 +55,8 @@ struct LoweredOp {
 struct ActivationInfo {
   RowDomain domain = RowDomain::kTokens;
   int cols = 0;
+  // One column without its axis: a graph output of shape [B,S] (tokens) or [B] (batch).
+  bool squeezed = false;
 };
 
 struct Program {

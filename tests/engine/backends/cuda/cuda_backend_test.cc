@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <functional>
+
 #include "engine/backends/cuda/lowering.h"
 #include "op_test_harness.h"
 
@@ -18,7 +20,10 @@ struct Encoder {
 };
 
 // Two encoder layers in fused form, last hidden state and a tanh pooler over [CLS].
-std::shared_ptr<ir::Graph> MakeEncoder(std::mt19937& rng, bool with_gather = true) {
+// With `heads`, also the demo model's other heads: an L2-normalised [CLS] embedding and a per-token
+// keyword logit (a one-column Linear, squeezed to [B,S]).
+std::shared_ptr<ir::Graph> MakeEncoder(std::mt19937& rng, bool with_gather = true,
+                                       bool heads = false) {
   auto g = std::make_shared<ir::Graph>();
   auto w = [&](const std::string& name, Shape s, float scale = 0.1f) {
     return g->AddConstant(name, Random(std::move(s), rng, DataType::kF16, -scale, scale));
@@ -65,6 +70,13 @@ std::shared_ptr<ir::Graph> MakeEncoder(std::mt19937& rng, bool with_gather = tru
     const int pooled = node("Linear", {cls, w("wp", {kH, kH}), w("bp", {kH})},
                             {{"activation", std::string("tanh")}})[0];
     g->outputs.push_back(pooled);
+    if (heads) {
+      g->outputs.push_back(node("L2Normalize", {cls}, {{"epsilon", 1e-12}})[0]);
+      const int kw = node("Linear", {x, w("wk", {kH, 1}), w("bk", {1})}, {})[0];
+      Tensor axes(DType::kInt64, Shape{1});
+      axes.data_as<int64_t>()[0] = -1;
+      g->outputs.push_back(node("Squeeze", {kw, g->AddConstant("axes", axes)}, {}, 1, "")[0]);
+    }
   }
   return g;
 }
@@ -154,7 +166,8 @@ TEST(CudaBackend, LowerRejectsFp32AndMissingProfile) {
   auto g = MakeEncoder(rng);
   auto r = CreateCudaBackend()->Lower(*g, Config(true, Precision::kFp32));
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("fp16"), std::string::npos);
+  EXPECT_NE(r.status().message().find("precision fp32 is not supported"), std::string::npos)
+      << r.status().message();
   BuilderConfig c = Config(true);
   c.profile.inputs.clear();
   r = CreateCudaBackend()->Lower(*g, c);
@@ -256,6 +269,54 @@ TEST(CudaBackend, GeluEpilogueChoice) {
   EXPECT_TRUE(extra);
 }
 
+// Needs no GPU: the embedding and keyword heads lower; a Squeeze of another axis or of a wider
+// value, and a node reading a squeezed value, are refused by name.
+TEST(CudaBackend, L2NormalizeAndSqueezeLower) {
+  std::mt19937 rng(6);
+  auto g = MakeEncoder(rng, true, true);
+  auto p = AnalyzeGraph(*g, Config(true));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const ActivationInfo& emb = p->activations.at(g->outputs[2]);
+  const ActivationInfo& kw = p->activations.at(g->outputs[3]);
+  EXPECT_EQ(emb.domain, RowDomain::kBatch);
+  EXPECT_EQ(emb.cols, kH);
+  EXPECT_FALSE(emb.squeezed);
+  EXPECT_EQ(kw.domain, RowDomain::kTokens);
+  EXPECT_EQ(kw.cols, 1);
+  EXPECT_TRUE(kw.squeezed);
+
+  auto refused = [&](const std::function<void(ir::Graph&)>& edit, std::string_view what) {
+    auto g2 = MakeEncoder(rng, true, true);
+    edit(*g2);
+    auto r = AnalyzeGraph(*g2, Config(true));
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented) << what;
+    EXPECT_NE(r.status().message().find("queez"), std::string::npos) << r.status().message();
+  };
+  refused(
+      [](ir::Graph& g2) {
+        g2.values[g2.nodes.back().inputs[1]].constant.data_as<int64_t>()[0] = 1;
+      },
+      "axis 1");
+  refused(
+      [](ir::Graph& g2) {
+        ir::Node& sq = g2.nodes.back();
+        sq.inputs[0] = g2.outputs[0];  // the [B,S,H] hidden state
+      },
+      "wide input");
+  refused(
+      [](ir::Graph& g2) {
+        ir::Node n;
+        n.op_type = "L2Normalize";
+        n.domain = std::string(ir::kSurgeDomain);
+        n.name = "after_squeeze";
+        n.inputs = {g2.outputs[3]};
+        n.outputs = {g2.AddValue("bad", DType::kFloat32)};
+        g2.AddNode(n);
+      },
+      "reads a squeezed value");
+}
+
 TEST(CudaBackend, TransposeWeightMovesEveryElement) {
   Tensor w(DType::kFloat32, {3, 5});
   for (int64_t i = 0; i < 15; ++i) w.data_as<float>()[i] = static_cast<float>(i + 1);
@@ -282,8 +343,9 @@ class CudaEncoderTest : public ::testing::Test {
   std::mt19937 rng_{42};
 };
 
+// With the demo model's heads: the L2-normalised [CLS] embedding and the squeezed keyword logits.
 TEST_F(CudaEncoderTest, MatchesReferencePaddedAndPaddingFree) {
-  auto g = MakeEncoder(rng_);
+  auto g = MakeEncoder(rng_, true, true);
   const int64_t B = 5, S = 37;
   Batch batch = MakeBatch(rng_, B, S, {37, 20, 1, 33, 9});
   auto ref = RunReference(*g, batch.inputs);
@@ -299,18 +361,30 @@ TEST_F(CudaEncoderTest, MatchesReferencePaddedAndPaddingFree) {
       std::vector<Tensor> out;
       Status st = (*ctx)->Execute(batch.inputs, &out);
       ASSERT_TRUE(st.ok()) << st.ToString();
-      ASSERT_EQ(out.size(), 2u);
+      ASSERT_EQ(out.size(), 4u);
       EXPECT_EQ(out[0].shape(), (Shape{B, S, kH}));
       EXPECT_EQ(out[1].shape(), (Shape{B, kH}));
+      EXPECT_EQ(out[2].shape(), (Shape{B, kH}));
+      EXPECT_EQ(out[3].shape(), (Shape{B, S}));
       EXPECT_LT(RelError(out[0], ref[0], kH, batch.real_rows), 1e-2)
           << "padding_free " << padding_free << " rep " << rep;
       EXPECT_LT(RelError(out[1], ref[1]), 1e-2) << "pooled, padding_free " << padding_free;
+      EXPECT_LT(RelError(out[2], ref[2]), 1e-2) << "embedding, padding_free " << padding_free;
+      EXPECT_LT(RelError(out[3], ref[3], 1, batch.real_rows), 1e-2)
+          << "keyword, padding_free " << padding_free;
+      for (int64_t b = 0; b < B; ++b) {
+        double norm = 0;
+        for (int64_t c = 0; c < kH; ++c) norm += std::pow(out[2].data_as<float>()[b * kH + c], 2);
+        EXPECT_NEAR(std::sqrt(norm), 1.0, 2e-3) << "embedding row " << b;
+      }
       if (rep == 2) results.push_back(out);
     }
   }
-  // Padded and padding-free agree on every real token and on the pooled output.
+  // Padded and padding-free agree on every real token and on the pooled outputs.
   EXPECT_LT(RelError(results[1][0], results[0][0], kH, batch.real_rows), 5e-3);
   EXPECT_LT(RelError(results[1][1], results[0][1]), 5e-3);
+  EXPECT_LT(RelError(results[1][2], results[0][2]), 5e-3);
+  EXPECT_LT(RelError(results[1][3], results[0][3], 1, batch.real_rows), 5e-3);
   // Padding positions of the scattered output are zero in padding-free mode.
   EXPECT_EQ(results[1][0].data_as<float>()[(1 * S + 30) * kH], 0.f);
 }

@@ -406,6 +406,29 @@ TEST_P(CudaOpTest, GeluStandalone) {
     }
 }
 
+TEST_P(CudaOpTest, L2NormalizeBothEpsilonModes) {
+  // Embedding widths (768, 1024), an odd one (37); row 0 is all zeros, where epsilon decides.
+  for (int cols : {768, 1024, 37}) {
+    for (bool eps_max : {false, true}) {
+      const int64_t rows = 9;
+      Tensor x = Random({rows, cols}, rng_, dt(), -6.f, 6.f);
+      for (int c = 0; c < cols; ++c) x.data_as<float>()[c] = 0.f;
+      const float eps = eps_max ? 1e-3f : 1e-12f;
+      DeviceTensor dx(x, dt()), dy(rows * cols * 2);
+      L2NormalizeArgs a{dt(), rows, cols, dx.get(), dy.get(), eps, eps_max};
+      ASSERT_TRUE(L2NormalizeCanImplement(a));
+      CheckCuda(L2NormalizeRun(a, nullptr, nullptr), "L2NormalizeRun");
+      auto ref =
+          Reference(Fused("L2Normalize", {{"epsilon", static_cast<double>(eps)},
+                                          {"eps_mode", std::string(eps_max ? "max" : "add")}}),
+                    std::vector<Tensor>{x});
+      Tensor y = dy.Download({rows, cols}, dt());
+      EXPECT_LT(RelError(y, ref[0]), Tolerance(dt())) << cols << " max " << eps_max;
+      for (int c = 0; c < cols; ++c) ASSERT_EQ(y.data_as<float>()[c], 0.f) << "zero row, col " << c;
+    }
+  }
+}
+
 TEST_P(CudaOpTest, GatherAndScatterRows) {
   // 2-, 4- and 16-byte word paths: 3 columns (a 3-label token head), 70, 64.
   for (int64_t cols : {int64_t{3}, int64_t{70}, int64_t{64}}) {

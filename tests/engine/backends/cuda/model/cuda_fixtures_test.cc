@@ -16,19 +16,23 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "engine/backends/cuda/cuda_backend.h"
 #include "engine/builder/builder.h"
+#include "engine/runtime/engine.h"
 
 namespace surge::engine::cuda {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path ModelsDir() {
+fs::path SourceDir() {
   const char* env = std::getenv("SURGE_SOURCE_DIR");
-  return fs::path(env && *env ? env : SURGE_SOURCE_DIR) / "tests/fixtures/models";
+  return fs::path(env && *env ? env : SURGE_SOURCE_DIR);
 }
+
+fs::path ModelsDir() { return SourceDir() / "tests/fixtures/models"; }
 
 Tensor FromJson(const nlohmann::json& j, DType dtype) {
   Tensor t(dtype, j["shape"].get<Shape>());
@@ -144,6 +148,85 @@ TEST_P(CudaFixtures, LowersAndMatchesPyTorch) {
     }
     std::printf("%s/%s %s GELU: worst relative error %.2e, max abs %.2e\n", c.folder.c_str(),
                 c.model.c_str(), exact ? "exact" : "tanh-form", worst_rel, worst_abs);
+  }
+}
+
+// The trained demo model (models/demo/model.onnx: category, sentiment, per-token keyword logits
+// and the L2-normalised [CLS] embedding) on the CUDA backend against the FP32 CPU engine, every
+// output, on uneven padded batches. Without a GPU: the plan builds.
+TEST(CudaDemoModel, EveryHeadMatchesTheCpuEngine) {
+  const fs::path model = SourceDir() / "models/demo/model.onnx";
+  ASSERT_TRUE(fs::exists(model)) << model;
+  auto graph = builder::ImportAndOptimize(model.string(), passes::PassOptions{}, nullptr);
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  auto config = [](const std::string& backend, Precision p) {
+    BuilderConfig c;
+    c.backend = backend;
+    c.precision = p;
+    for (const char* name : {"input_ids", "attention_mask", "token_type_ids"}) {
+      c.profile.inputs.push_back({name, {1, 1}, {16, 48}, {32, 64}});  // trained length 64
+    }
+    return c;
+  };
+  auto load = [&](const BuilderConfig& c) -> std::shared_ptr<const Engine> {
+    auto bytes = builder::BuildPlanFromGraph(*graph, c);
+    EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+    if (!bytes.ok()) return nullptr;
+    auto e =
+        Engine::LoadFromMemory({reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()});
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? *e : nullptr;
+  };
+  Status gpu = CudaDeviceAvailable();
+  if (!gpu.ok()) {
+    auto blob = CreateCudaBackend()->Lower(*graph, config("cuda", Precision::kFp16));
+    ASSERT_TRUE(blob.ok()) << blob.status().ToString();
+    GTEST_SKIP() << "lowered; running needs an sm_90 GPU: " << gpu.message();
+  }
+  auto cpu = load(config("cpu", Precision::kFp32));
+  auto gpu_engine = load(config("cuda", Precision::kFp16));
+  ASSERT_TRUE(cpu && gpu_engine);
+  auto cc = cpu->CreateContext();
+  auto gc = gpu_engine->CreateContext();
+  ASSERT_TRUE(cc.ok() && gc.ok());
+  std::mt19937 rng(7);
+  for (auto [B, S] : {std::pair<int64_t, int64_t>{1, 9}, {7, 48}, {32, 64}}) {
+    Tensor ids(DType::kInt64, {B, S}), mask(DType::kInt64, {B, S}), types(DType::kInt64, {B, S});
+    std::uniform_int_distribution<int> id(5, 3000), len(2, static_cast<int>(S));
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = b == 0 ? S : len(rng);
+      for (int64_t t = 0; t < S; ++t) {
+        ids.data_as<int64_t>()[b * S + t] = t == 0 ? 2 : (t < n ? id(rng) : 0);
+        mask.data_as<int64_t>()[b * S + t] = t < n;
+        types.data_as<int64_t>()[b * S + t] = 0;
+      }
+    }
+    const TensorMap in{{"input_ids", ids}, {"attention_mask", mask}, {"token_type_ids", types}};
+    auto want = (*cc)->Run(in);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    const TensorMap ref = *want;  // copied: outputs view the context's memory
+    auto got = (*gc)->Run(in);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(got->size(), ref.size());
+    for (const auto& [name, r] : ref) {
+      ASSERT_TRUE(got->count(name)) << name;
+      const Tensor g = got->at(name).ToFloat32();
+      const Tensor e = r.ToFloat32();
+      ASSERT_EQ(g.shape(), e.shape()) << name;
+      // keyword_logits [B,S]: compared on real tokens (padding positions carry no meaning).
+      const bool per_token = g.rank() == 2 && g.dim(1) == S;
+      double num = 0, den = 0;
+      for (int64_t i = 0; i < g.numel(); ++i) {
+        if (per_token && mask.data_as<int64_t>()[i] == 0) continue;
+        const double d = g.data_as<float>()[i] - e.data_as<float>()[i];
+        num += d * d;
+        den += double(e.data_as<float>()[i]) * e.data_as<float>()[i];
+      }
+      const double rel = std::sqrt(num / std::max(den, 1e-30));
+      EXPECT_LT(rel, 2e-2) << name << " at " << B << "x" << S;
+      std::printf("demo model %s %lldx%lld: relative error %.2e\n", name.c_str(),
+                  static_cast<long long>(B), static_cast<long long>(S), rel);
+    }
   }
 }
 
