@@ -19,7 +19,7 @@ struct BuildArgs {
   std::string model;
   std::string output;
   std::string backend = "cpu";
-  std::string precision = "fp32";
+  std::string precision;  // empty: the backend's default (fp32 on cpu, fp16 on cuda)
   std::vector<std::string> profiles;
   int threads = 0;
   bool json = false;
@@ -50,7 +50,9 @@ bool IsQuantised(engine::Precision p) {
          p == engine::Precision::kBf16;
 }
 
-int RunBuild(const BuildArgs& a) {
+int RunBuild(const BuildArgs& args) {
+  BuildArgs a = args;
+  if (a.precision.empty()) a.precision = a.backend == "cuda" ? "fp16" : "fp32";
   engine::BuilderConfig config;
   config.backend = a.backend;
   auto precision = engine::ParsePrecision(a.precision);
@@ -134,7 +136,8 @@ std::function<int()> SetupBuild(CLI::App& sub) {
   sub.add_option("model", a->model, "ONNX file or Hugging Face folder")->required();
   sub.add_option("-o,--output", a->output, "plan file to write")->required();
   sub.add_option("--backend", a->backend, "cpu or cuda")->capture_default_str();
-  sub.add_option("--precision", a->precision, "fp32, fp16, bf16, int8, fp8")->capture_default_str();
+  sub.add_option("--precision", a->precision,
+                 "fp32, fp16, bf16, int8, fp8 (default: fp32 on cpu, fp16 on cuda)");
   sub.add_option("--profile", a->profiles,
                  "NAME:MIN,OPT,MAX, e.g. input_ids:1x1,8x128,64x512 (repeatable; inputs not named "
                  "get batch 1..64 opt 8, seq 1..512 opt 128)");

@@ -133,6 +133,19 @@ TEST_F(CliModel, BuildPrintsFusionsAndInspectShowsThem) {
   EXPECT_NE(r.out.find("Attention=2"), std::string::npos) << r.out;
 }
 
+// No GPU needed to build: without one the plan keeps cuBLASLt's heuristic tactics.
+TEST_F(CliModel, CudaBuildDefaultsToFp16) {
+  RunResult r = Surge("build " + model_ + " --backend cuda -o " + Path("gpu.plan"));
+  if (r.code != 0 && r.out.find("unknown backend 'cuda'") != std::string::npos) {
+    GTEST_SKIP() << "this build has no CUDA backend (SURGE_CUDA=OFF)";
+  }
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("for backend cuda, fp16"), std::string::npos) << r.out;
+  r = Surge("build " + model_ + " --backend cuda --precision fp32 -o " + Path("gpu32.plan"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("precision fp32 is not supported"), std::string::npos) << r.out;
+}
+
 TEST_F(CliModel, CompareAgainstReferencePassesAndCatchesDifferences) {
   RunResult r = Surge("compare " + plan_ + " --reference " + reference_);
   EXPECT_EQ(r.code, 0) << r.out;
