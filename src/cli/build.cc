@@ -52,7 +52,7 @@ bool IsQuantised(engine::Precision p) {
 
 int RunBuild(const BuildArgs& args) {
   BuildArgs a = args;
-  if (a.precision.empty()) a.precision = a.backend == "cuda" ? "fp16" : "fp32";
+  if (a.precision.empty()) a.precision = engine::PrecisionName(engine::DefaultPrecision(a.backend));
   engine::BuilderConfig config;
   config.backend = a.backend;
   auto precision = engine::ParsePrecision(a.precision);

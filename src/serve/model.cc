@@ -210,8 +210,8 @@ Result<std::shared_ptr<ModelVersion>> ModelVersion::Load(const std::string& mode
   std::string precision = ConfigParameter(config, "precision");
   if (!precision.empty()) {
     SURGE_ASSIGN_OR_RETURN(bc.precision, engine::ParsePrecision(precision));
-  } else if (bc.backend == "cuda") {
-    bc.precision = engine::Precision::kFp16;  // the GPU's default, as FP32 is CPU-only
+  } else {
+    bc.precision = engine::DefaultPrecision(bc.backend);
   }
   std::string profiles = ConfigParameter(config, "profiles");
   if (profiles.empty()) profiles = ConfigParameter(config, "profile");

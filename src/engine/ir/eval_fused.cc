@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <string>
 
 #include "engine/ir/eval_internal.h"
+#include "engine/ir/op_schema.h"
 
 namespace surge::engine::ir::eval_internal {
 namespace {
@@ -172,11 +172,7 @@ Status L2NormalizeOp(const Node& node, std::span<const Tensor> inputs,
   SURGE_ASSIGN_OR_RETURN(const Tensor* x, RequiredInput(node, inputs, 0));
   SURGE_RETURN_IF_ERROR(RequireFloat(node, *x, "X"));
   if (x->rank() < 1) return InvalidArgumentError("{}: X must have rank >= 1", NodeLabel(node));
-  const std::string mode = node.GetString("eps_mode", "add");
-  if (mode != "add" && mode != "max") {
-    return InvalidArgumentError("{}: eps_mode must be 'add' or 'max', got '{}'", NodeLabel(node),
-                                mode);
-  }
+  SURGE_ASSIGN_OR_RETURN(const bool max_mode, L2NormalizeMaxMode(node));
   const double eps = node.GetFloat("epsilon", 1e-12);
   const int64_t h = x->dim(x->rank() - 1);
   SURGE_ASSIGN_OR_RETURN(Tensor xd, ConvertTo(*x, DType::kFloat64));
@@ -186,7 +182,7 @@ Status L2NormalizeOp(const Node& node, std::span<const Tensor> inputs,
     double* row = px + r * h;
     double ss = 0;
     for (int64_t j = 0; j < h; ++j) ss += row[j] * row[j];
-    const double norm = mode == "add" ? std::sqrt(ss + eps) : std::max(std::sqrt(ss), eps);
+    const double norm = max_mode ? std::max(std::sqrt(ss), eps) : std::sqrt(ss + eps);
     for (int64_t j = 0; j < h; ++j) row[j] /= norm;
   }
   SURGE_ASSIGN_OR_RETURN(Tensor y, ConvertTo(xd, x->dtype()));

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,5 +58,13 @@ std::vector<const OpSchema*> AllOpSchemas();
 
 // Checks the node's arity against its schema; error names op, node and the valid range.
 Status CheckArity(const Node& node, int64_t opset);
+
+// The axes of a Squeeze/Unsqueeze/Reduce* node: its constant input `input` (opset 13+; nullopt
+// when that input is not a known constant) or its "axes" attribute; empty when neither is given.
+std::optional<std::vector<int64_t>> AxesOf(const Graph& g, const Node& n, size_t input);
+
+// surge::L2Normalize's epsilon mode: true for "max", false for "add"; an error naming the node
+// for another mode or a negative epsilon.
+Result<bool> L2NormalizeMaxMode(const Node& n);
 
 }  // namespace surge::engine::ir

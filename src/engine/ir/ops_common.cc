@@ -126,3 +126,13 @@ void Define(std::string_view domain, std::string_view op, int min_in, int max_in
 }
 
 }  // namespace surge::engine::ir::ops
+
+namespace surge::engine::ir {
+
+std::optional<std::vector<int64_t>> AxesOf(const Graph& g, const Node& n, size_t input) {
+  if (n.input(input) >= 0) return ops::InputStaticData(g, n, input);
+  if (n.HasAttr("axes")) return n.GetInts("axes");
+  return std::vector<int64_t>{};
+}
+
+}  // namespace surge::engine::ir

@@ -70,9 +70,7 @@ Status InferGelu(Graph& g, Node& n) {
 }
 
 Status InferL2Normalize(Graph& g, Node& n) {
-  const std::string mode = n.GetString("eps_mode", "add");
-  if (mode != "add" && mode != "max") return NodeError(n, "unknown eps_mode '{}' (add, max)", mode);
-  if (n.GetFloat("epsilon", 1e-12) < 0) return NodeError(n, "epsilon must be >= 0");
+  SURGE_RETURN_IF_ERROR(L2NormalizeMaxMode(n).status());
   const Value* x = Input(g, n, 0);
   if (x->shape && x->shape->empty()) return NodeError(n, "input must have rank >= 1");
   SetOutput(g, n, 0, x->dtype, x->shape);
@@ -195,3 +193,16 @@ void RegisterFusedOps() {
 }
 
 }  // namespace surge::engine::ir::ops
+
+namespace surge::engine::ir {
+
+Result<bool> L2NormalizeMaxMode(const Node& n) {
+  const std::string mode = n.GetString("eps_mode", "add");
+  if (mode != "add" && mode != "max") {
+    return ops::NodeError(n, "unknown eps_mode '{}' (valid: add, max)", mode);
+  }
+  if (n.GetFloat("epsilon", 1e-12) < 0) return ops::NodeError(n, "epsilon must be >= 0");
+  return mode == "max";
+}
+
+}  // namespace surge::engine::ir

@@ -123,13 +123,6 @@ Status InferGatherND(Graph& g, Node& n) {
   return Status::Ok();
 }
 
-// Axes from input 1 (opset >= 13) or the "axes" attribute; nullopt when not static.
-std::optional<std::vector<int64_t>> AxesOf(const Graph& g, const Node& n, size_t input) {
-  if (n.input(input) >= 0) return InputStaticData(g, n, input);
-  if (n.HasAttr("axes")) return n.GetInts("axes");
-  return std::vector<int64_t>{};
-}
-
 Status InferUnsqueeze(Graph& g, Node& n) {
   const Value* x = Input(g, n, 0);
   auto axes = AxesOf(g, n, 1);

@@ -52,6 +52,11 @@ Backend* FindBackend(std::string_view name) {
   return it == b.end() ? nullptr : it->second.get();
 }
 
+Precision DefaultPrecision(std::string_view backend) {
+  const Backend* b = FindBackend(backend);
+  return b ? b->DefaultPrecision() : Precision::kFp32;
+}
+
 std::vector<std::string> BackendNames() {
   std::vector<std::string> names;
   for (auto& [k, v] : Backends()) names.push_back(k);

@@ -96,6 +96,8 @@ class Backend {
   // Whether this machine has the device the backend runs on (Unavailable, with the reason, when
   // not). Lower may still work without it; Load and contexts need it.
   virtual Status DeviceAvailable() const { return Status::Ok(); }
+  // The precision a build gets when none is asked for.
+  virtual Precision DefaultPrecision() const { return Precision::kFp32; }
   virtual Result<std::string> Lower(const ir::Graph& graph, const BuilderConfig& config) = 0;
   virtual Result<std::unique_ptr<BackendEngine>> Load(std::shared_ptr<const ir::Graph> graph,
                                                       std::span<const uint8_t> tactics,
@@ -109,6 +111,9 @@ void RegisterBackend(std::unique_ptr<Backend> backend);
 void RegisterBuiltinBackends();
 // nullptr when no backend of that name was built in.
 Backend* FindBackend(std::string_view name);
+// The named backend's DefaultPrecision (fp32 for a name not built in: building then fails on the
+// name).
+Precision DefaultPrecision(std::string_view backend);
 std::vector<std::string> BackendNames();
 
 }  // namespace surge::engine

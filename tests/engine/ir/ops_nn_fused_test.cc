@@ -183,6 +183,14 @@ TEST(OpsFusedTest, Errors) {
         Floats(g, "be", {64})},
        {}, 1, "surge");
   }));
+  EXPECT_TRUE(fails([](Graph& g) {  // unknown L2Normalize epsilon mode
+    Op(g, "L2Normalize", {g.AddInput("x", DType::kFloat32, {Sym("b"), 64})},
+       {{"eps_mode", std::string("clip")}}, 1, "surge");
+  }));
+  EXPECT_TRUE(fails([](Graph& g) {  // negative L2Normalize epsilon
+    Op(g, "L2Normalize", {g.AddInput("x", DType::kFloat32, {Sym("b"), 64})}, {{"epsilon", -1.0}}, 1,
+       "surge");
+  }));
   EXPECT_TRUE(fails([](Graph& g) {  // bad position mode
     int ids = g.AddInput("ids", DType::kInt64, {Sym("b"), Sym("s")});
     Op(g, "EmbedLayerNorm",
@@ -222,8 +230,8 @@ TEST(OpsSchemaTest, EveryExporterOpIsRegistered) {
                          "Gelu"}) {
     EXPECT_NE(FindOpSchema("", op), nullptr) << op;
   }
-  for (const char* op :
-       {"Linear", "Gelu", "LayerNorm", "SkipLayerNorm", "EmbedLayerNorm", "Attention"}) {
+  for (const char* op : {"Linear", "Gelu", "LayerNorm", "L2Normalize", "SkipLayerNorm",
+                         "EmbedLayerNorm", "Attention"}) {
     const OpSchema* s = FindOpSchema("surge", op);
     ASSERT_NE(s, nullptr) << op;
     EXPECT_TRUE(static_cast<bool>(s->infer)) << op;

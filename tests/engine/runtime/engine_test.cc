@@ -284,6 +284,14 @@ TEST(Engine, UnknownBackendAndWrongArchAreRejected) {
   EXPECT_NE(r.status().message().find("this machine is 'fake-arch'"), std::string::npos);
 }
 
+TEST(Engine, DefaultPrecisionIsTheBackendsOwn) {
+  testing::RegisterFakeBackend();
+  EXPECT_EQ(DefaultPrecision("cpu"), Precision::kFp32);
+  EXPECT_EQ(DefaultPrecision("fake"), Precision::kFp32);  // the Backend interface's default
+  EXPECT_EQ(DefaultPrecision("nosuch"), Precision::kFp32);
+  if (FindBackend("cuda") != nullptr) EXPECT_EQ(DefaultPrecision("cuda"), Precision::kFp16);
+}
+
 TEST(Engine, CorruptPlansNeverLoad) {
   const std::string good = BuildFakePlan();
   auto plan = plan::PlanFile::FromBytes(Span(good));

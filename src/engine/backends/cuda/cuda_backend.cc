@@ -935,6 +935,8 @@ class CudaBackend : public Backend {
   std::string_view name() const override { return "cuda"; }
   std::string DeviceArch() const override { return "sm_90a"; }
   Status DeviceAvailable() const override { return CudaDeviceAvailable(); }
+  // FP32 is the CPU backend's; on the GPU FP16 is the full-precision build.
+  Precision DefaultPrecision() const override { return Precision::kFp16; }
 
   Result<std::string> Lower(const ir::Graph& graph, const BuilderConfig& config) override {
     SURGE_ASSIGN_OR_RETURN(Program p, AnalyzeGraph(graph, QuantBaseConfig(config)));

@@ -291,27 +291,15 @@ Result<Program> AnalyzeGraph(const ir::Graph& g, const BuilderConfig& config) {
       SURGE_RETURN_IF_ERROR(need_act(n, n.input(0), "X"));
       op.cols = act_cols(n.input(0));
       op.epsilon = static_cast<float>(n.GetFloat("epsilon", 1e-12));
-      const std::string mode = n.GetString("eps_mode", "add");
-      if (mode != "add" && mode != "max") {
-        return InvalidArgumentError("{}: eps_mode must be 'add' or 'max', got '{}'", Label(n),
-                                    mode);
-      }
-      op.eps_max = mode == "max";
+      SURGE_ASSIGN_OR_RETURN(op.eps_max, ir::L2NormalizeMaxMode(n));
       out_domain = act_domain(n.input(0));
     } else if (n.domain.empty() && n.op_type == "Squeeze") {
       op.kind = OpKind::kSqueeze;
       SURGE_RETURN_IF_ERROR(need_act(n, n.input(0), "data"));
-      std::vector<int64_t> axes = n.GetInts("axes");
-      if (!n.HasAttr("axes")) {
-        const int a = n.input(1);
-        if (is_const(a)) {
-          const Tensor& t = g.values[a].constant;
-          axes.clear();
-          for (int64_t i = 0; i < t.numel(); ++i) axes.push_back(t.GetInt(i));
-        }
-      }
+      const auto axes = ir::AxesOf(g, n, 1);
       const int64_t rank = act_domain(n.input(0)) == RowDomain::kTokens ? 3 : 2;
-      if (axes.size() != 1 || (axes[0] != -1 && axes[0] != rank - 1) || act_cols(n.input(0)) != 1) {
+      if (!axes || axes->size() != 1 || ((*axes)[0] != -1 && (*axes)[0] != rank - 1) ||
+          act_cols(n.input(0)) != 1) {
         return Unsupported(n, "only Squeeze of the last axis of size 1, given as constant axes");
       }
       op.cols = 1;
