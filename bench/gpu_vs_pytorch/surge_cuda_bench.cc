@@ -10,7 +10,10 @@
 // padded for the ragged 64-post batch; padding-free with exact erf GELU for 1x128, 128x128 and
 // the posts (the price and the numerical effect of exactness).
 //
-//   surge_cuda_bench --model DIR [--json FILE] [--reps N]
+//   surge_cuda_bench --model DIR [--json FILE] [--reps N] [--cases 1x128,128x128]
+//                    [--variants padding-free,padded,"padding-free exact-gelu"]
+#include <cuda_profiler_api.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -88,15 +91,30 @@ struct Variant {
 
 int Main(int argc, char** argv) {
   std::string json_path, model;
+  std::vector<std::string> only, only_variants;  // --cases, --variants: run only these
+  // SURGE_BENCH_PROFILE=<case>: a profiler range around one replay and one eager run of it.
+  const char* profile_env = std::getenv("SURGE_BENCH_PROFILE");
+  const std::string profile = profile_env ? profile_env : "";
   int reps = 50;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     if (a == "--model" && i + 1 < argc) model = argv[++i];
+    if ((a == "--cases" || a == "--variants") && i + 1 < argc) {
+      std::vector<std::string>& to = a == "--cases" ? only : only_variants;
+      const std::string list = argv[++i];
+      for (size_t at = 0; at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        if (comma > at) to.push_back(list.substr(at, comma - at));
+        at = comma + 1;
+      }
+    }
   }
   if (model.empty()) {
-    std::fprintf(stderr, "usage: surge_cuda_bench --model DIR [--json FILE] [--reps N]\n");
+    std::fprintf(stderr,
+                 "usage: surge_cuda_bench --model DIR [--json FILE] [--reps N] [--cases A,B] "
+                 "[--variants A,B]\n");
     return 2;
   }
   Status gpu = CudaDeviceAvailable();
@@ -138,6 +156,10 @@ int Main(int argc, char** argv) {
       {"padding-free exact-gelu", true, true, {"1x128", "128x128", "64posts"}}};
   json results = json::array();
   for (const Variant& var : variants) {
+    if (!only_variants.empty() &&
+        std::find(only_variants.begin(), only_variants.end(), var.name) == only_variants.end()) {
+      continue;
+    }
     BuilderConfig c;
     c.backend = "cuda";
     c.precision = Precision::kFp16;
@@ -177,6 +199,7 @@ int Main(int argc, char** argv) {
           std::find(var.cases.begin(), var.cases.end(), cs.name) == var.cases.end()) {
         continue;
       }
+      if (!only.empty() && std::find(only.begin(), only.end(), cs.name) == only.end()) continue;
       std::vector<Tensor> out;
       for (int i = 0; i < 5; ++i) {
         Status st = (*ctx)->Execute(cs.inputs, &out);
@@ -214,6 +237,19 @@ int Main(int argc, char** argv) {
         (void)(*ctx)->Execute(cs.inputs, &out);
         ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a)
                          .count());
+      }
+      if (profile == cs.name && &var == &variants[0]) {
+        // One graph replay and one eager run inside a profiler range, for
+        // `ncu --profile-from-start off` (per-kernel device times without launch gaps).
+        setenv("SURGE_CUDA_GRAPHS", "0", 1);
+        auto eager = (*engine)->CreateContext();
+        unsetenv("SURGE_CUDA_GRAPHS");
+        std::vector<Tensor> scratch;
+        if (eager.ok()) (void)(*eager)->Execute(cs.inputs, &scratch);
+        cudaProfilerStart();
+        (void)(*ctx)->Execute(cs.inputs, &out);
+        if (eager.ok()) (void)(*eager)->Execute(cs.inputs, &scratch);
+        cudaProfilerStop();
       }
       std::sort(ms.begin(), ms.end());
       const double med = ms[ms.size() / 2];

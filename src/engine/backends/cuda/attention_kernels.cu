@@ -1,5 +1,6 @@
 #include "engine/backends/cuda/attention_kernels.h"
 #include "engine/backends/cuda/device_math.cuh"
+#include "engine/backends/cuda/launch.cuh"
 #include "engine/backends/cuda/mma.cuh"
 
 namespace surge::engine::cuda {
@@ -49,6 +50,8 @@ __device__ __forceinline__ void LoadTileAsync(uint32_t dst, const void* src_base
 // Head dims up to 64 fit four blocks per multiprocessor (128 registers a thread); 128 takes two.
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKernel(AttentionArgs a) {
+  WaitForPriorGrids();
+  AllowDependentLaunch();
   using S = Smem<D>;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -245,8 +248,7 @@ cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
       FlashAttentionKernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
   if (attr != cudaSuccess) return attr;
   const dim3 grid((a.seq + kBlockM - 1) / kBlockM, a.num_heads, a.batch);
-  FlashAttentionKernel<T, D><<<grid, kThreads, kBytes, stream>>>(a);
-  return cudaGetLastError();
+  return LaunchKernel(FlashAttentionKernel<T, D>, grid, dim3(kThreads), kBytes, stream, 1, a);
 }
 
 template <typename T>

@@ -1,5 +1,6 @@
 #include "engine/backends/cuda/bias_act_kernels.h"
 #include "engine/backends/cuda/device_math.cuh"
+#include "engine/backends/cuda/launch.cuh"
 
 namespace surge::engine::cuda {
 namespace {
@@ -7,26 +8,12 @@ namespace {
 constexpr int kThreads = 128;
 constexpr unsigned kMaxGridRows = 65535;
 
-__device__ __forceinline__ float Apply(Activation act, float v) {
-  switch (act) {
-    case Activation::kGelu:
-      return GeluErf(v);
-    case Activation::kGeluTanh:
-      return GeluTanh(v);
-    case Activation::kTanh:
-      return tanhf(v);
-    case Activation::kRelu:
-      return fmaxf(v, 0.f);
-    case Activation::kNone:
-      break;
-  }
-  return v;
-}
-
 // One thread per V consecutive columns of a row (16-byte accesses when V == 8); blocks walk rows
 // (grid y) so no thread divides a flat index by the column count.
 template <typename T, int V>
 __global__ void __launch_bounds__(kThreads) BiasActKernel(BiasActArgs a) {
+  WaitForPriorGrids();
+  AllowDependentLaunch();
   const int c0 = (blockIdx.x * kThreads + threadIdx.x) * V;
   if (c0 >= a.cols) return;
   float bias[V];
@@ -49,7 +36,7 @@ __global__ void __launch_bounds__(kThreads) BiasActKernel(BiasActArgs a) {
     alignas(16) T y[V];
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      float v = Apply(a.activation, ToFloat(x[j]) + bias[j]);
+      float v = ApplyActivation(a.activation, ToFloat(x[j]) + bias[j]);
       if (a.residual) v += ToFloat(res[j]);
       y[j] = FromFloat<T>(v);
     }
@@ -71,12 +58,8 @@ cudaError_t Launch(const BiasActArgs& a, cudaStream_t stream) {
   const int per_row = (a.cols / width + kThreads - 1) / kThreads;
   const unsigned rows = static_cast<unsigned>(a.rows < kMaxGridRows ? a.rows : kMaxGridRows);
   const dim3 grid(per_row, rows);
-  if (vec) {
-    BiasActKernel<T, 8><<<grid, kThreads, 0, stream>>>(a);
-  } else {
-    BiasActKernel<T, 1><<<grid, kThreads, 0, stream>>>(a);
-  }
-  return cudaGetLastError();
+  if (vec) return LaunchKernel(BiasActKernel<T, 8>, grid, dim3(kThreads), 0, stream, 1, a);
+  return LaunchKernel(BiasActKernel<T, 1>, grid, dim3(kThreads), 0, stream, 1, a);
 }
 
 }  // namespace

@@ -178,4 +178,20 @@ __device__ __forceinline__ float GeluTanh(float x) {
   return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 
+__device__ __forceinline__ float ApplyActivation(Activation act, float v) {
+  switch (act) {
+    case Activation::kGelu:
+      return GeluErf(v);
+    case Activation::kGeluTanh:
+      return GeluTanh(v);
+    case Activation::kTanh:
+      return tanhf(v);
+    case Activation::kRelu:
+      return fmaxf(v, 0.f);
+    case Activation::kNone:
+      break;
+  }
+  return v;
+}
+
 }  // namespace surge::engine::cuda

@@ -1,5 +1,6 @@
 #include "engine/backends/cuda/device_math.cuh"
 #include "engine/backends/cuda/embed_layer_norm_kernels.h"
+#include "engine/backends/cuda/launch.cuh"
 
 namespace surge::engine::cuda {
 namespace {
@@ -26,6 +27,8 @@ struct EmbedRows {
 template <typename T, int N>
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
     EmbedLayerNormWarpKernel(EmbedLayerNormArgs a) {
+  WaitForPriorGrids();
+  AllowDependentLaunch();
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
   if (row >= a.rows) return;
@@ -55,6 +58,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) EmbedLayerNormKernel(EmbedLayerNormArgs a) {
+  WaitForPriorGrids();
+  AllowDependentLaunch();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const int h = a.hidden;
@@ -109,14 +114,13 @@ cudaError_t Launch(const EmbedLayerNormArgs& a, cudaStream_t stream) {
                    Aligned16(a.beta) && Aligned16(a.y);
   if (vec) {
     const dim3 grid(static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock));
-    DispatchChunks(WarpRowChunks(a.hidden), [&]<int N>() {
-      EmbedLayerNormWarpKernel<T, N><<<grid, kRowsPerBlock * 32, 0, stream>>>(a);
-      return 0;
+    return DispatchChunks(WarpRowChunks(a.hidden), [&]<int N>() {
+      return LaunchKernel(EmbedLayerNormWarpKernel<T, N>, grid, dim3(kRowsPerBlock * 32), 0, stream,
+                          1, a);
     });
-  } else {
-    EmbedLayerNormKernel<T><<<static_cast<unsigned>(a.rows), kThreads, 0, stream>>>(a);
   }
-  return cudaGetLastError();
+  return LaunchKernel(EmbedLayerNormKernel<T>, dim3(static_cast<unsigned>(a.rows)), dim3(kThreads),
+                      0, stream, 1, a);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "engine/backends/cuda/device_math.cuh"
+#include "engine/backends/cuda/launch.cuh"
 #include "engine/backends/cuda/layer_norm_kernels.h"
 
 namespace surge::engine::cuda {
@@ -12,6 +13,8 @@ constexpr int kRowsPerBlock = 4;  // one warp per row
 // shuffles (no block barrier).
 template <typename T, int N>
 __global__ void __launch_bounds__(kRowsPerBlock * 32) LayerNormWarpKernel(LayerNormArgs a) {
+  WaitForPriorGrids();
+  AllowDependentLaunch();
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5);
   if (row >= a.rows) return;
@@ -56,6 +59,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) LayerNormWarpKernel(LayerN
 // are not a multiple of 8 columns or not 16-byte aligned).
 template <typename T, int kPerThread>
 __global__ void LayerNormScalarKernel(LayerNormArgs a) {
+  WaitForPriorGrids();
+  AllowDependentLaunch();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const int cols = a.cols;
@@ -103,6 +108,8 @@ __global__ void LayerNormScalarKernel(LayerNormArgs a) {
 // the columns twice, so any column count works.
 template <typename T>
 __global__ void L2NormalizeKernel(L2NormalizeArgs a) {
+  WaitForPriorGrids();
+  AllowDependentLaunch();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const T* x = static_cast<const T*>(a.x) + row * a.cols;
@@ -128,14 +135,13 @@ cudaError_t Launch(const LayerNormArgs& a, cudaStream_t stream) {
                    WarpRowChunks(a.cols) > 0;
   if (vec) {
     const dim3 grid(static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock));
-    DispatchChunks(WarpRowChunks(a.cols), [&]<int N>() {
-      LayerNormWarpKernel<T, N><<<grid, kRowsPerBlock * 32, 0, stream>>>(a);
-      return 0;
+    return DispatchChunks(WarpRowChunks(a.cols), [&]<int N>() {
+      return LaunchKernel(LayerNormWarpKernel<T, N>, grid, dim3(kRowsPerBlock * 32), 0, stream, 1,
+                          a);
     });
-  } else {
-    LayerNormScalarKernel<T, kMaxCols / 256><<<static_cast<unsigned>(a.rows), 256, 0, stream>>>(a);
   }
-  return cudaGetLastError();
+  return LaunchKernel(LayerNormScalarKernel<T, kMaxCols / 256>, dim3(static_cast<unsigned>(a.rows)),
+                      dim3(256), 0, stream, 1, a);
 }
 
 }  // namespace
@@ -148,11 +154,9 @@ cudaError_t L2NormalizeRun(const L2NormalizeArgs& a, void*, cudaStream_t stream)
   if (a.rows == 0) return cudaSuccess;
   const unsigned rows = static_cast<unsigned>(a.rows);
   if (a.dtype == DataType::kF16) {
-    L2NormalizeKernel<__half><<<rows, 256, 0, stream>>>(a);
-  } else {
-    L2NormalizeKernel<__nv_bfloat16><<<rows, 256, 0, stream>>>(a);
+    return LaunchKernel(L2NormalizeKernel<__half>, dim3(rows), dim3(256), 0, stream, 1, a);
   }
-  return cudaGetLastError();
+  return LaunchKernel(L2NormalizeKernel<__nv_bfloat16>, dim3(rows), dim3(256), 0, stream, 1, a);
 }
 
 bool LayerNormCanImplement(const LayerNormArgs& a) {

@@ -1,4 +1,5 @@
 #include "engine/backends/cuda/device_math.cuh"
+#include "engine/backends/cuda/launch.cuh"
 #include "engine/backends/cuda/pack_kernels.h"
 
 namespace surge::engine::cuda {
@@ -7,6 +8,8 @@ namespace {
 // W: the widest word (16, 4 or 2 bytes) that divides the row size and both base addresses.
 template <typename W>
 __global__ void GatherRowsKernel(RowMoveArgs a) {
+  WaitForPriorGrids();
+  AllowDependentLaunch();
   const int64_t words = a.row_bytes / sizeof(W);
   const int64_t r = blockIdx.x;
   const W* src = static_cast<const W*>(a.src) + a.index[r] * words;
@@ -16,6 +19,8 @@ __global__ void GatherRowsKernel(RowMoveArgs a) {
 
 template <typename W>
 __global__ void ScatterRowsKernel(RowMoveArgs a) {
+  WaitForPriorGrids();
+  AllowDependentLaunch();
   const int64_t words = a.row_bytes / sizeof(W);
   const int64_t r = blockIdx.x;
   const W* src = static_cast<const W*>(a.src) + r * words;
@@ -29,27 +34,27 @@ int WordBytes(const RowMoveArgs& a) {
   return bits % 16 == 0 ? 16 : bits % 4 == 0 ? 4 : 2;
 }
 
-// Launches kernel<W> (a GatherRowsKernel or ScatterRowsKernel instantiation) for the word size.
+// Launches GatherRowsKernel<W> or ScatterRowsKernel<W> for the word size.
 template <bool kScatter>
-void LaunchRows(const RowMoveArgs& a, cudaStream_t stream) {
-  const unsigned grid = static_cast<unsigned>(a.rows);
+cudaError_t LaunchRows(const RowMoveArgs& a, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(a.rows));
   switch (WordBytes(a)) {
     case 16:
-      (kScatter ? ScatterRowsKernel<uint4> : GatherRowsKernel<uint4>)<<<grid, 64, 0, stream>>>(a);
-      break;
+      return LaunchKernel(kScatter ? ScatterRowsKernel<uint4> : GatherRowsKernel<uint4>, grid,
+                          dim3(64), 0, stream, 1, a);
     case 4:
-      (kScatter ? ScatterRowsKernel<uint32_t>
-                : GatherRowsKernel<uint32_t>)<<<grid, 128, 0, stream>>>(a);
-      break;
+      return LaunchKernel(kScatter ? ScatterRowsKernel<uint32_t> : GatherRowsKernel<uint32_t>, grid,
+                          dim3(128), 0, stream, 1, a);
     default:
-      (kScatter ? ScatterRowsKernel<uint16_t>
-                : GatherRowsKernel<uint16_t>)<<<grid, 128, 0, stream>>>(a);
-      break;
+      return LaunchKernel(kScatter ? ScatterRowsKernel<uint16_t> : GatherRowsKernel<uint16_t>, grid,
+                          dim3(128), 0, stream, 1, a);
   }
 }
 
 template <typename T>
 __global__ void FromF32Kernel(const float* src, T* dst, int64_t n) {
+  WaitForPriorGrids();
+  AllowDependentLaunch();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     dst[i] = FromFloat<T>(src[i]);
@@ -58,6 +63,8 @@ __global__ void FromF32Kernel(const float* src, T* dst, int64_t n) {
 
 template <typename T>
 __global__ void ToF32Kernel(const T* src, float* dst, int64_t n) {
+  WaitForPriorGrids();
+  AllowDependentLaunch();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     dst[i] = ToFloat(src[i]);
@@ -81,37 +88,35 @@ size_t RowMoveWorkspaceSize(const RowMoveArgs&) { return 0; }
 
 cudaError_t GatherRowsRun(const RowMoveArgs& a, void*, cudaStream_t stream) {
   if (a.rows == 0) return cudaSuccess;
-  LaunchRows<false>(a, stream);
-  return cudaGetLastError();
+  return LaunchRows<false>(a, stream);
 }
 
 cudaError_t ScatterRowsRun(const RowMoveArgs& a, void*, cudaStream_t stream) {
   cudaError_t err = cudaMemsetAsync(a.dst, 0, a.dst_rows * a.row_bytes, stream);
   if (err != cudaSuccess || a.rows == 0) return err;
-  LaunchRows<true>(a, stream);
-  return cudaGetLastError();
+  return LaunchRows<true>(a, stream);
 }
 
 cudaError_t ConvertFromFloat32(DataType to, const float* src, void* dst, int64_t n,
                                cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   if (to == DataType::kF16) {
-    FromF32Kernel<<<GridFor(n), 256, 0, stream>>>(src, static_cast<__half*>(dst), n);
-  } else {
-    FromF32Kernel<<<GridFor(n), 256, 0, stream>>>(src, static_cast<__nv_bfloat16*>(dst), n);
+    return LaunchKernel(FromF32Kernel<__half>, dim3(GridFor(n)), dim3(256), 0, stream, 1, src,
+                        static_cast<__half*>(dst), n);
   }
-  return cudaGetLastError();
+  return LaunchKernel(FromF32Kernel<__nv_bfloat16>, dim3(GridFor(n)), dim3(256), 0, stream, 1, src,
+                      static_cast<__nv_bfloat16*>(dst), n);
 }
 
 cudaError_t ConvertToFloat32(DataType from, const void* src, float* dst, int64_t n,
                              cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   if (from == DataType::kF16) {
-    ToF32Kernel<<<GridFor(n), 256, 0, stream>>>(static_cast<const __half*>(src), dst, n);
-  } else {
-    ToF32Kernel<<<GridFor(n), 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(src), dst, n);
+    return LaunchKernel(ToF32Kernel<__half>, dim3(GridFor(n)), dim3(256), 0, stream, 1,
+                        static_cast<const __half*>(src), dst, n);
   }
-  return cudaGetLastError();
+  return LaunchKernel(ToF32Kernel<__nv_bfloat16>, dim3(GridFor(n)), dim3(256), 0, stream, 1,
+                      static_cast<const __nv_bfloat16*>(src), dst, n);
 }
 
 }  // namespace surge::engine::cuda

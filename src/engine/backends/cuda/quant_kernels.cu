@@ -29,22 +29,6 @@ __global__ void __launch_bounds__(kThreads) QuantizeKernel(QuantizeArgs a) {
   }
 }
 
-__device__ __forceinline__ float Activate(Activation act, float v) {
-  switch (act) {
-    case Activation::kGelu:
-      return GeluErf(v);
-    case Activation::kGeluTanh:
-      return GeluTanh(v);
-    case Activation::kTanh:
-      return tanhf(v);
-    case Activation::kRelu:
-      return fmaxf(v, 0.f);
-    case Activation::kNone:
-      break;
-  }
-  return v;
-}
-
 // One thread per 4 consecutive columns of a row; blocks walk rows (grid y).
 template <typename Acc>
 __global__ void __launch_bounds__(kThreads) DequantizeKernel(DequantizeArgs a) {
@@ -64,7 +48,7 @@ __global__ void __launch_bounds__(kThreads) DequantizeKernel(DequantizeArgs a) {
     alignas(8) __half out[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      float v = Activate(a.activation, static_cast<float>(accs[j]) * s[j] + b[j]);
+      float v = ApplyActivation(a.activation, static_cast<float>(accs[j]) * s[j] + b[j]);
       if (a.residual) v += __half2float(static_cast<const __half*>(a.residual)[at + j]);
       out[j] = __float2half_rn(v);
     }
