@@ -5,7 +5,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
 
 #include "core/logging.h"
 #include "serve/model_config.h"
@@ -13,9 +18,6 @@
 
 namespace surge::serve {
 namespace {
-
-using grpc::ServerContext;
-using grpc::StatusCode;
 
 grpc::Status ToGrpc(const Status& s) {
   if (s.ok()) return grpc::Status::OK;
@@ -232,41 +234,186 @@ void FillStats(ModelVersion& v, inference::ModelStatistics* s) {
   }
 }
 
-class Service final : public inference::GRPCInferenceService::Service {
+// A unary call answered at once.
+grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* c, const grpc::Status& s) {
+  grpc::ServerUnaryReactor* r = c->DefaultReactor();
+  r->Finish(s);
+  return r;
+}
+
+// ModelStreamInfer: reads requests one after another and queues each; answers are written in the
+// order they complete, one write at a time. The call finishes once the client has half-closed,
+// every request was answered and every answer written. Cancelling the stream cancels its queued
+// requests. gRPC operations are started outside mu_, since gRPC may run a reaction at once.
+class StreamReactor final : public grpc::ServerBidiReactor<inference::ModelInferRequest,
+                                                           inference::ModelStreamInferResponse> {
+ public:
+  using Response = inference::ModelStreamInferResponse;
+
+  explicit StreamReactor(ModelRepository* repo) : repo_(repo) { StartRead(&request_); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      bool finish;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        reading_ = false;
+        finish = ShouldFinishLocked();
+      }
+      if (finish) Finish(grpc::Status::OK);
+      return;
+    }
+    InferRequest req;
+    if (Status s = DecodeGrpc(request_, &req); !s.ok()) {
+      Response resp;
+      resp.set_error_message(s.message());
+      Answer(std::move(resp), false);
+    } else {
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        ++outstanding_;
+        models_.insert(req.model_name);
+      }
+      req.cancelled = cancelled_;
+      std::string id = req.id;
+      repo_->Infer(std::move(req), [this, id](Result<InferResponse> res) {
+        Response resp;
+        if (res.ok()) {
+          EncodeGrpc(*res, resp.mutable_infer_response());
+        } else {
+          resp.set_error_message(res.status().message());
+          resp.mutable_infer_response()->set_id(id);
+        }
+        Answer(std::move(resp), true);
+      });
+    }
+    StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    const Response* next = nullptr;
+    bool finish = false;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      writes_.pop_front();
+      if (!ok) broken_ = true;  // the client is gone: drop the answers still to come
+      if (broken_) writes_.clear();
+      if (!writes_.empty()) {
+        next = &writes_.front();
+      } else {
+        writing_ = false;
+        finish = ShouldFinishLocked();
+      }
+    }
+    if (next) StartWrite(next);
+    if (finish) Finish(grpc::Status::OK);
+  }
+
+  void OnCancel() override {
+    cancelled_->store(true);
+    std::set<std::string> models;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      models = models_;
+    }
+    for (const auto& m : models) repo_->Poke(m);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  // Queues an answer (`answered`: for a request that was outstanding) and starts writing it when
+  // no write is in flight.
+  void Answer(Response resp, bool answered) {
+    const Response* start = nullptr;
+    bool finish = false;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (answered) --outstanding_;
+      if (broken_) {
+        finish = ShouldFinishLocked();
+      } else {
+        writes_.push_back(std::move(resp));
+        if (!writing_) {
+          writing_ = true;
+          start = &writes_.front();
+        }
+      }
+    }
+    if (start) StartWrite(start);
+    if (finish) Finish(grpc::Status::OK);
+  }
+  bool ShouldFinishLocked() {
+    if (reading_ || outstanding_ > 0 || writing_ || finished_) return false;
+    finished_ = true;
+    return true;
+  }
+
+  ModelRepository* repo_;
+  inference::ModelInferRequest request_;
+  CancelFlag cancelled_ = std::make_shared<std::atomic<bool>>(false);
+  std::mutex mu_;
+  bool reading_ = true;
+  bool writing_ = false;
+  bool broken_ = false;
+  bool finished_ = false;
+  int outstanding_ = 0;
+  std::deque<Response> writes_;  // front: being written; a deque keeps it in place
+  std::set<std::string> models_;
+};
+
+// ModelInfer runs on gRPC's asynchronous API (AsyncInfer below); every other method on the callback
+// API. Nothing blocks gRPC's threads: inference is answered from the scheduler, model load/unload
+// from the control queue.
+using G = inference::GRPCInferenceService;
+using ServiceBase = G::WithCallbackMethod_ServerLive<
+    G::WithCallbackMethod_ServerReady<G::WithCallbackMethod_ModelReady<
+        G::WithCallbackMethod_ServerMetadata<G::WithCallbackMethod_ModelMetadata<
+            G::WithAsyncMethod_ModelInfer<G::WithCallbackMethod_ModelStreamInfer<
+                G::WithCallbackMethod_ModelConfig<G::WithCallbackMethod_ModelStatistics<
+                    G::WithCallbackMethod_RepositoryIndex<G::WithCallbackMethod_RepositoryModelLoad<
+                        G::WithCallbackMethod_RepositoryModelUnload<G::Service>>>>>>>>>>>>;
+
+class Service final : public ServiceBase {
  public:
   explicit Service(ApiContext* ctx) : ctx_(ctx) {}
 
-  grpc::Status ServerLive(ServerContext*, const inference::ServerLiveRequest*,
-                          inference::ServerLiveResponse* r) override {
+  grpc::ServerUnaryReactor* ServerLive(grpc::CallbackServerContext* c,
+                                       const inference::ServerLiveRequest*,
+                                       inference::ServerLiveResponse* r) override {
     r->set_live(true);
-    return grpc::Status::OK;
+    return Reply(c, grpc::Status::OK);
   }
-  grpc::Status ServerReady(ServerContext*, const inference::ServerReadyRequest*,
-                           inference::ServerReadyResponse* r) override {
+  grpc::ServerUnaryReactor* ServerReady(grpc::CallbackServerContext* c,
+                                        const inference::ServerReadyRequest*,
+                                        inference::ServerReadyResponse* r) override {
     r->set_ready(ctx_->repo->Ready());
-    return grpc::Status::OK;
+    return Reply(c, grpc::Status::OK);
   }
-  grpc::Status ModelReady(ServerContext*, const inference::ModelReadyRequest* q,
-                          inference::ModelReadyResponse* r) override {
+  grpc::ServerUnaryReactor* ModelReady(grpc::CallbackServerContext* c,
+                                       const inference::ModelReadyRequest* q,
+                                       inference::ModelReadyResponse* r) override {
     r->set_ready(ctx_->repo->Find(q->name(), q->version()).ok());
-    return grpc::Status::OK;
+    return Reply(c, grpc::Status::OK);
   }
-  grpc::Status ServerMetadata(ServerContext*, const inference::ServerMetadataRequest*,
-                              inference::ServerMetadataResponse* r) override {
+  grpc::ServerUnaryReactor* ServerMetadata(grpc::CallbackServerContext* c,
+                                           const inference::ServerMetadataRequest*,
+                                           inference::ServerMetadataResponse* r) override {
     r->set_name(ctx_->server_name);
     r->set_version(ctx_->server_version);
     for (const auto& e : ServerExtensions()) r->add_extensions(e);
-    return grpc::Status::OK;
+    return Reply(c, grpc::Status::OK);
   }
-  grpc::Status ModelMetadata(ServerContext*, const inference::ModelMetadataRequest* q,
-                             inference::ModelMetadataResponse* r) override {
+  grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* c,
+                                          const inference::ModelMetadataRequest* q,
+                                          inference::ModelMetadataResponse* r) override {
     auto v = ctx_->repo->Find(q->name(), q->version());
-    if (!v.ok()) return ToGrpc(v.status());
-    const auto& c = (*v)->config();
-    r->set_name(c.name());
-    for (auto& mv : ctx_->repo->Versions(c.name())) r->add_versions(mv->version_string());
-    r->set_platform(c.platform().empty() ? c.backend() : c.platform());
-    const bool batched = c.max_batch_size() > 0;
+    if (!v.ok()) return Reply(c, ToGrpc(v.status()));
+    const auto& cfg = (*v)->config();
+    r->set_name(cfg.name());
+    for (auto& mv : ctx_->repo->Versions(cfg.name())) r->add_versions(mv->version_string());
+    r->set_platform(cfg.platform().empty() ? cfg.backend() : cfg.platform());
+    const bool batched = cfg.max_batch_size() > 0;
     auto fill = [&](const auto& list, auto* out) {
       for (const auto& t : list) {
         auto* m = out->Add();
@@ -276,39 +423,42 @@ class Service final : public inference::GRPCInferenceService::Service {
         for (int64_t d : t.dims()) m->add_shape(d);
       }
     };
-    fill(c.input(), r->mutable_inputs());
-    fill(c.output(), r->mutable_outputs());
-    return grpc::Status::OK;
+    fill(cfg.input(), r->mutable_inputs());
+    fill(cfg.output(), r->mutable_outputs());
+    return Reply(c, grpc::Status::OK);
   }
-  grpc::Status ModelConfig(ServerContext*, const inference::ModelConfigRequest* q,
-                           inference::ModelConfigResponse* r) override {
+  grpc::ServerUnaryReactor* ModelConfig(grpc::CallbackServerContext* c,
+                                        const inference::ModelConfigRequest* q,
+                                        inference::ModelConfigResponse* r) override {
     auto v = ctx_->repo->Find(q->name(), q->version());
-    if (!v.ok()) return ToGrpc(v.status());
+    if (!v.ok()) return Reply(c, ToGrpc(v.status()));
     *r->mutable_config() = (*v)->config();
-    return grpc::Status::OK;
+    return Reply(c, grpc::Status::OK);
   }
-  grpc::Status ModelStatistics(ServerContext*, const inference::ModelStatisticsRequest* q,
-                               inference::ModelStatisticsResponse* r) override {
+  grpc::ServerUnaryReactor* ModelStatistics(grpc::CallbackServerContext* c,
+                                            const inference::ModelStatisticsRequest* q,
+                                            inference::ModelStatisticsResponse* r) override {
     if (q->name().empty()) {
       for (auto& v : ctx_->repo->AllVersions()) FillStats(*v, r->add_model_stats());
-      return grpc::Status::OK;
+      return Reply(c, grpc::Status::OK);
     }
     if (q->version().empty()) {
       auto vs = ctx_->repo->Versions(q->name());
       if (vs.empty()) {
-        return ToGrpc(NotFoundError("requested model '{}' is not available", q->name()));
+        return Reply(c, ToGrpc(NotFoundError("requested model '{}' is not available", q->name())));
       }
       for (auto& v : vs) FillStats(*v, r->add_model_stats());
-      return grpc::Status::OK;
+      return Reply(c, grpc::Status::OK);
     }
     auto v = ctx_->repo->Find(q->name(), q->version());
-    if (!v.ok()) return ToGrpc(v.status());
+    if (!v.ok()) return Reply(c, ToGrpc(v.status()));
     FillStats(**v, r->add_model_stats());
-    return grpc::Status::OK;
+    return Reply(c, grpc::Status::OK);
   }
-  grpc::Status RepositoryIndex(ServerContext* c, const inference::RepositoryIndexRequest* q,
-                               inference::RepositoryIndexResponse* r) override {
-    if (!Authorized(c)) return Unauthorized();
+  grpc::ServerUnaryReactor* RepositoryIndex(grpc::CallbackServerContext* c,
+                                            const inference::RepositoryIndexRequest* q,
+                                            inference::RepositoryIndexResponse* r) override {
+    if (!Authorized(c)) return Reply(c, Unauthorized());
     for (const auto& e : ctx_->repo->Index(q->ready())) {
       auto* m = r->add_models();
       m->set_name(e.name);
@@ -316,112 +466,47 @@ class Service final : public inference::GRPCInferenceService::Service {
       m->set_state(e.state);
       m->set_reason(e.reason);
     }
-    return grpc::Status::OK;
+    return Reply(c, grpc::Status::OK);
   }
-  grpc::Status RepositoryModelLoad(ServerContext* c, const inference::RepositoryModelLoadRequest* q,
-                                   inference::RepositoryModelLoadResponse*) override {
-    if (!Authorized(c)) return Unauthorized();
-    if (Status s = ctx_->repo->CheckControlAllowed(); !s.ok()) return ToGrpc(s);
+  grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* c,
+                                                const inference::RepositoryModelLoadRequest* q,
+                                                inference::RepositoryModelLoadResponse*) override {
+    if (!Authorized(c)) return Reply(c, Unauthorized());
+    if (Status s = ctx_->repo->CheckControlAllowed(); !s.ok()) return Reply(c, ToGrpc(s));
     std::string config;
     for (const auto& [k, v] : q->parameters()) {
       if (k == "config") config = v.string_param();
       if (k.rfind("file:", 0) == 0) {
-        return ToGrpc(Status(surge::StatusCode::kUnimplemented,
-                             "load with 'file:' overrides is not supported"));
+        return Reply(c, ToGrpc(Status(surge::StatusCode::kUnimplemented,
+                                      "load with 'file:' overrides is not supported")));
       }
     }
-    return ToGrpc(ctx_->repo->Load(q->model_name(), config));
-  }
-  grpc::Status RepositoryModelUnload(ServerContext* c,
-                                     const inference::RepositoryModelUnloadRequest* q,
-                                     inference::RepositoryModelUnloadResponse*) override {
-    if (!Authorized(c)) return Unauthorized();
-    if (Status s = ctx_->repo->CheckControlAllowed(); !s.ok()) return ToGrpc(s);
-    return ToGrpc(ctx_->repo->Unload(q->model_name()));
-  }
-
-  grpc::Status ModelInfer(ServerContext* c, const inference::ModelInferRequest* q,
-                          inference::ModelInferResponse* r) override {
-    InferRequest req;
-    if (Status s = DecodeGrpc(*q, &req); !s.ok()) return ToGrpc(s);
-    struct Wait {
-      std::mutex mu;
-      std::condition_variable cv;
-      bool done = false;
-      Status status;
-    };
-    auto w = std::make_shared<Wait>();
-    req.cancelled = std::make_shared<std::atomic<bool>>(false);
-    CancelFlag flag = req.cancelled;
-    std::string model = req.model_name;
-    ctx_->repo->Infer(std::move(req), [w, r](Result<InferResponse> res) {
-      std::lock_guard<std::mutex> lk(w->mu);
-      if (res.ok()) {
-        EncodeGrpc(*res, r);
-      } else {
-        w->status = res.status();
-      }
-      w->done = true;
-      w->cv.notify_all();
+    return Control(c, [repo = ctx_->repo, name = q->model_name(), config] {
+      return repo->Load(name, config);
     });
-    std::unique_lock<std::mutex> lk(w->mu);
-    while (!w->done) {
-      if (w->cv.wait_for(lk, std::chrono::milliseconds(50)) == std::cv_status::timeout &&
-          c->IsCancelled() && !flag->load()) {
-        flag->store(true);
-        ctx_->repo->Poke(model);
-      }
-    }
-    return ToGrpc(w->status);
+  }
+  grpc::ServerUnaryReactor* RepositoryModelUnload(
+      grpc::CallbackServerContext* c, const inference::RepositoryModelUnloadRequest* q,
+      inference::RepositoryModelUnloadResponse*) override {
+    if (!Authorized(c)) return Reply(c, Unauthorized());
+    if (Status s = ctx_->repo->CheckControlAllowed(); !s.ok()) return Reply(c, ToGrpc(s));
+    return Control(c, [repo = ctx_->repo, name = q->model_name()] { return repo->Unload(name); });
   }
 
-  grpc::Status ModelStreamInfer(
-      ServerContext* c,
-      grpc::ServerReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>*
-          stream) override {
-    struct Shared {
-      std::mutex mu;
-      std::condition_variable cv;
-      int outstanding = 0;
-    };
-    auto sh = std::make_shared<Shared>();
-    inference::ModelInferRequest q;
-    while (stream->Read(&q)) {
-      InferRequest req;
-      Status s = DecodeGrpc(q, &req);
-      if (!s.ok()) {
-        inference::ModelStreamInferResponse resp;
-        resp.set_error_message(s.message());
-        std::lock_guard<std::mutex> lk(sh->mu);
-        stream->Write(resp);
-        continue;
-      }
-      {
-        std::lock_guard<std::mutex> lk(sh->mu);
-        ++sh->outstanding;
-      }
-      std::string id = req.id;
-      ctx_->repo->Infer(std::move(req), [sh, stream, id](Result<InferResponse> res) {
-        inference::ModelStreamInferResponse resp;
-        if (res.ok()) {
-          EncodeGrpc(*res, resp.mutable_infer_response());
-        } else {
-          resp.set_error_message(res.status().message());
-          resp.mutable_infer_response()->set_id(id);
-        }
-        std::lock_guard<std::mutex> lk(sh->mu);
-        stream->Write(resp);
-        --sh->outstanding;
-        sh->cv.notify_all();
-      });
-    }
-    std::unique_lock<std::mutex> lk(sh->mu);
-    sh->cv.wait(lk, [&] { return sh->outstanding == 0; });
-    return grpc::Status::OK;
+  grpc::ServerBidiReactor<inference::ModelInferRequest, inference::ModelStreamInferResponse>*
+  ModelStreamInfer(grpc::CallbackServerContext*) override {
+    return new StreamReactor(ctx_->repo);
   }
 
  private:
-  bool Authorized(ServerContext* c) const {
+  // Runs a blocking repository action on the control queue and finishes the call from there.
+  grpc::ServerUnaryReactor* Control(grpc::CallbackServerContext* c,
+                                    std::function<Status()> action) {
+    grpc::ServerUnaryReactor* r = c->DefaultReactor();
+    ctx_->control->Post([r, action = std::move(action)] { r->Finish(ToGrpc(action())); });
+    return r;
+  }
+  bool Authorized(grpc::CallbackServerContext* c) const {
     if (ctx_->admin_token.empty()) return true;
     auto it = c->client_metadata().find("authorization");
     return it != c->client_metadata().end() &&
@@ -435,6 +520,112 @@ class Service final : public inference::GRPCInferenceService::Service {
   ApiContext* ctx_;
 };
 
+// ModelInfer on gRPC's asynchronous API, as Triton serves it: the infer threads poll one completion
+// queue and read, parse and complete calls themselves, with no hand-over between gRPC threads per
+// call; the scheduler's answer thread fills the response and finishes the call. A call ends after
+// two events, its finish and its done notification (which says whether the client cancelled).
+class AsyncInfer {
+ public:
+  AsyncInfer(Service* service, ModelRepository* repo,
+             std::unique_ptr<grpc::ServerCompletionQueue> cq)
+      : service_(service), repo_(repo), cq_(std::move(cq)) {}
+
+  void Start(int threads) {
+    for (int i = 0; i < kPosted; ++i) Post();
+    for (int i = 0; i < std::max(1, threads); ++i) {
+      threads_.emplace_back([this] {
+        void* tag = nullptr;
+        bool ok = false;
+        while (cq_->Next(&tag, &ok)) Handle(static_cast<Tag*>(tag), ok);
+      });
+    }
+  }
+
+  // After the server's shutdown: waits until every call has ended, then drains the queue.
+  void Stop() {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [this] { return live_ == 0; });
+    }
+    cq_->Shutdown();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  static constexpr int kPosted = 16;  // calls waiting for a request, so that bursts match at once
+  struct Call;
+  struct Tag {
+    Call* call;
+    bool done_notification;
+  };
+  struct Call {
+    explicit Call(AsyncInfer* o) : owner(o), writer(&ctx) {}
+    AsyncInfer* owner;
+    grpc::ServerContext ctx;
+    inference::ModelInferRequest request;
+    inference::ModelInferResponse response;
+    grpc::ServerAsyncResponseWriter<inference::ModelInferResponse> writer;
+    CancelFlag cancelled = std::make_shared<std::atomic<bool>>(false);
+    Tag main{this, false};
+    Tag done{this, true};
+    bool started = false;
+    std::atomic<int> events{2};  // finish and done notification, once started
+  };
+
+  void Post() {
+    auto* c = new Call(this);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ++live_;
+    }
+    c->ctx.AsyncNotifyWhenDone(&c->done);
+    service_->RequestModelInfer(&c->ctx, &c->request, &c->writer, cq_.get(), cq_.get(), &c->main);
+  }
+
+  void Handle(Tag* tag, bool ok) {
+    Call* c = tag->call;
+    if (tag->done_notification) {
+      if (c->ctx.IsCancelled()) {
+        c->cancelled->store(true);
+        repo_->Poke(c->request.model_name());
+      }
+      return Release(c);
+    }
+    if (c->started) return Release(c);  // finished (ok is false when the client went away)
+    if (!ok) return Delete(c);          // shutting down: the call never started
+    c->started = true;
+    Post();
+    InferRequest req;
+    if (Status s = DecodeGrpc(c->request, &req); !s.ok()) {
+      return c->writer.FinishWithError(ToGrpc(s), &c->main);
+    }
+    req.cancelled = c->cancelled;
+    repo_->Infer(std::move(req), [c](Result<InferResponse> res) {
+      if (!res.ok()) return c->writer.FinishWithError(ToGrpc(res.status()), &c->main);
+      EncodeGrpc(*res, &c->response);
+      c->writer.Finish(c->response, grpc::Status::OK, &c->main);
+    });
+  }
+
+  void Release(Call* c) {
+    if (c->events.fetch_sub(1, std::memory_order_acq_rel) == 1) Delete(c);
+  }
+  void Delete(Call* c) {
+    delete c;
+    std::lock_guard<std::mutex> lk(mu_);
+    if (--live_ == 0) cv_.notify_all();
+  }
+
+  Service* service_;
+  ModelRepository* repo_;
+  std::unique_ptr<grpc::ServerCompletionQueue> cq_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int live_ = 0;
+};
+
 }  // namespace
 
 struct GrpcServer::Impl {
@@ -442,6 +633,7 @@ struct GrpcServer::Impl {
   ApiContext* ctx;
   std::unique_ptr<Service> service;
   std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<AsyncInfer> infer;
   int bound_port = 0;
 };
 
@@ -461,11 +653,15 @@ Status GrpcServer::Start() {
   b.SetMaxReceiveMessageSize(impl_->options.max_message_bytes);
   b.SetMaxSendMessageSize(impl_->options.max_message_bytes);
   b.RegisterService(impl_->service.get());
+  std::unique_ptr<grpc::ServerCompletionQueue> cq = b.AddCompletionQueue();
   impl_->server = b.BuildAndStart();
   if (!impl_->server || impl_->bound_port == 0) {
     impl_->server.reset();
     return UnavailableError("cannot listen for gRPC on {}", addr);
   }
+  impl_->infer =
+      std::make_unique<AsyncInfer>(impl_->service.get(), impl_->ctx->repo, std::move(cq));
+  impl_->infer->Start(impl_->options.infer_threads);
   return Status::Ok();
 }
 
@@ -473,6 +669,8 @@ void GrpcServer::Stop() {
   if (impl_ && impl_->server) {
     impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
     impl_->server->Wait();
+    if (impl_->infer) impl_->infer->Stop();
+    impl_->infer.reset();
     impl_->server.reset();
   }
 }
