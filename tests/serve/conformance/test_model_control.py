@@ -141,5 +141,15 @@ def test_admin_token_guards_the_repository_api(tmp_path, monkeypatch):
         # Inference and metadata stay open.
         assert c.is_server_live()
         c.close()
+        g = grpcclient.InferenceServerClient(s.grpc_url)
+        with pytest.raises(InferenceServerException):
+            g.load_model("guarded")
+        with pytest.raises(InferenceServerException):
+            g.get_model_repository_index()
+        assert not g.is_model_ready("guarded")
+        g.load_model("guarded", headers={"authorization": "Bearer s3cret"})
+        assert g.is_model_ready("guarded")
+        assert g.get_model_metadata("guarded").name == "guarded"
+        g.close()
     finally:
         assert stop_server(s) == 0
