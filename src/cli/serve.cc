@@ -126,7 +126,7 @@ std::function<int()> SetupServe(CLI::App& sub) {
   sub.add_option("--grpc-address", a->grpc_address, "gRPC bind address");
   sub.add_option("--grpc-port", a->grpc_port, "gRPC port (0: any free port)");
   sub.add_option("--grpc-infer-thread-count", a->grpc_infer_threads,
-                 "threads serving gRPC ModelInfer calls");
+                 "threads serving gRPC calls (one completion queue)");
   sub.add_option("--metrics-address", a->metrics_address, "metrics bind address");
   sub.add_option("--metrics-port", a->metrics_port, "metrics port (0: any free port)");
   sub.add_option("--metrics-interval-ms", a->metrics_interval_ms, "GPU metrics sampling interval");
