@@ -28,8 +28,11 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/engine_io.h"
 #include "serve/infer.h"
+#include "serve/model_config.h"
 #include "serve/proto/grpc_service.grpc.pb.h"
+#include "serve/repository.h"
 
 namespace surge::cli {
 namespace {
@@ -57,6 +60,8 @@ struct PerfArgs {
   bool json_out = false;
   int max_threads = 64;
   int client_threads = 1;
+  std::string in_process;  // a model repository to load and drive in this process
+  std::string cache_dir;
   bool health = false;  // load GET /v2/health/live instead of inference (HTTP only)
 };
 
@@ -161,6 +166,7 @@ struct StepResult {
   double throughput = 0;
   double avg_us = 0, p50 = 0, p90 = 0, p95 = 0, p99 = 0;
   size_t ok = 0, failed = 0;
+  double formed_batch = 0;  // in-process: inferences per model execution over the step
 };
 
 double Percentile(std::vector<double>& v, double p) {
@@ -329,6 +335,39 @@ class GrpcLoadClient final : public LoadClient {
   std::vector<std::thread> threads_;
 };
 
+// No network: requests go straight to a repository loaded in this process, so that a run measures
+// what serving costs besides the network (batching, the instance, answering).
+class InProcessSlot final : public Slot {
+ public:
+  InProcessSlot(serve::ModelRepository* repo, const serve::InferRequest* req)
+      : repo_(repo), req_(req) {}
+  void Send(std::function<void(bool)> done) override {
+    serve::InferRequest r = *req_;  // tensors share the template's (read-only) data
+    r.received = serve::Clock::now();
+    repo_->Infer(std::move(r),
+                 [done = std::move(done)](Result<serve::InferResponse> res) { done(res.ok()); });
+  }
+
+ private:
+  serve::ModelRepository* repo_;
+  const serve::InferRequest* req_;
+};
+
+class InProcessLoadClient final : public LoadClient {
+ public:
+  InProcessLoadClient(serve::ModelRepository* repo, serve::InferRequest req)
+      : repo_(repo), req_(std::move(req)) {}
+  Slot* GetSlot(size_t i) override {
+    while (slots_.size() <= i) slots_.push_back(std::make_unique<InProcessSlot>(repo_, &req_));
+    return slots_[i].get();
+  }
+
+ private:
+  serve::ModelRepository* repo_;
+  serve::InferRequest req_;
+  std::vector<std::unique_ptr<InProcessSlot>> slots_;
+};
+
 // One load step: `concurrency` slots each sending back to back, or (rate > 0) requests scheduled
 // at `rate` per second (constant or Poisson gaps) and sent on the first free one of `max_slots`
 // slots; a request's latency counts from its scheduled time, so queueing in the client is seen.
@@ -475,7 +514,28 @@ int RunPerf(const PerfArgs& a) {
   std::vector<InputSpec> inputs;
   json meta;
   std::shared_ptr<grpc::Channel> channel;
-  if (a.protocol == "http") {
+  std::unique_ptr<serve::ModelRepository> repo;
+  if (!a.in_process.empty()) {
+    serve::RepositoryOptions ro;
+    ro.paths = {a.in_process};
+    ro.load.plan_cache_dir = a.cache_dir;
+    ro.exit_on_error = true;
+    repo = std::make_unique<serve::ModelRepository>(ro);
+    if (Status st = repo->Start(); !st.ok()) return Fail(st);
+    auto v = repo->Find(a.model, "");
+    if (!v.ok()) return Fail(v.status());
+    const auto& cfg = (*v)->config();
+    meta["inputs"] = json::array();
+    for (const auto& in : cfg.input()) {
+      std::vector<int64_t> shape;
+      if (cfg.max_batch_size() > 0) shape.push_back(-1);
+      shape.insert(shape.end(), in.dims().begin(), in.dims().end());
+      meta["inputs"].push_back(
+          {{"name", in.name()},
+           {"datatype", std::string(serve::ConfigTypeToDatatype(in.data_type()))},
+           {"shape", shape}});
+    }
+  } else if (a.protocol == "http") {
     auto [host, port] = SplitUrl(a.url);
     HttpConn c(host, port);
     std::string body;
@@ -575,7 +635,28 @@ int RunPerf(const PerfArgs& a) {
     grpc_req.set_model_name(a.model);
   }
   std::unique_ptr<LoadClient> client;
-  if (a.protocol == "http") {
+  if (repo) {
+    serve::InferRequest req;
+    req.model_name = a.model;
+    for (const auto& spec : inputs) {
+      serve::InferTensor t;
+      t.name = spec.name;
+      t.datatype = spec.datatype;
+      t.shape = spec.shape;
+      if (t.is_bytes()) {
+        auto strings = serve::UnpackBytes(spec.bytes, t.numel());
+        if (!strings.ok()) return Fail(strings.status());
+        t.strings = std::move(strings).value();
+      } else {
+        auto dt = serve::DTypeFromDatatype(t.datatype);
+        if (!dt.ok()) return Fail(dt.status());
+        t.tensor = Tensor(*dt, t.shape);
+        std::memcpy(t.tensor.data(), spec.bytes.data(), spec.bytes.size());
+      }
+      req.inputs.push_back(std::move(t));
+    }
+    client = std::make_unique<InProcessLoadClient>(repo.get(), std::move(req));
+  } else if (a.protocol == "http") {
     auto [host, port] = SplitUrl(a.url);
     tcp::endpoint ep;
     try {
@@ -616,11 +697,21 @@ int RunPerf(const PerfArgs& a) {
     so.max_slots = a.max_threads;
     so.warmup_ms = a.warmup_ms;
     so.measurement_ms = a.measurement_ms;
+    auto counts = [&]() -> std::pair<uint64_t, uint64_t> {
+      auto v = repo ? repo->Find(a.model, "")
+                    : Result<std::shared_ptr<serve::ModelVersion>>(
+                          NotFoundError("no repository in process"));
+      if (!v.ok()) return {0, 0};
+      return {(*v)->stats().inference_count.load(), (*v)->stats().execution_count.load()};
+    };
+    auto [i0, e0] = counts();
     StepSamples step = RunStep(*client, so);
+    auto [i1, e1] = counts();
     const auto& samples = step.samples;
     const double secs = step.seconds;
     StepResult r;
     r.x = x;
+    if (e1 > e0) r.formed_batch = static_cast<double>(i1 - i0) / static_cast<double>(e1 - e0);
     std::vector<double> lat;
     for (const auto& s : samples) {
       if (s.ok) {
@@ -670,8 +761,12 @@ int RunPerf(const PerfArgs& a) {
                      {"p99_us", r.p99},
                      {"ok", r.ok},
                      {"failed", r.failed}});
+      if (repo) arr.back()["formed_batch"] = r.formed_batch;
     }
-    std::cout << json{{"model", a.model}, {"protocol", a.protocol}, {"results", arr}}.dump()
+    std::cout << json{{"model", a.model},
+                      {"protocol", repo ? std::string("in-process") : a.protocol},
+                      {"results", arr}}
+                     .dump()
               << std::endl;
   }
   for (const auto& r : results) {
@@ -700,6 +795,10 @@ std::function<int()> SetupPerf(CLI::App& sub) {
                  "request-rate mode: most requests outstanding (HTTP: connections)");
   sub.add_option("--client-threads", a->client_threads,
                  "client network threads (requests are sent and read asynchronously)");
+  sub.add_option("--in-process", a->in_process,
+                 "load this model repository here and send requests straight to its scheduler "
+                 "(no network; -u and -i are ignored)");
+  sub.add_option("--model-cache-dir", a->cache_dir, "with --in-process: where built plans go");
   sub.add_flag("--health", a->health,
                "load GET /v2/health/live instead of inference (HTTP overhead; -m still names a "
                "model whose metadata is read)");

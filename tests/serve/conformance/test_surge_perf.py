@@ -1,7 +1,8 @@
 """`surge perf`, the project's own load generator, against `surge serve`.
 
 Over HTTP and gRPC, in concurrency and request-rate mode: every request it counts as answered
-reached the model, and refused requests are counted as failures (and fail the run).
+reached the model, and refused requests are counted as failures (and fail the run). In process
+(no network), it loads the repository itself and reports the batch size its batcher formed.
 """
 import json
 import os
@@ -9,6 +10,8 @@ import subprocess
 import urllib.request
 
 import pytest
+
+from conftest import add_model
 
 
 def inferences(server):
@@ -57,3 +60,21 @@ def test_health_endpoint_load(server):
     r, steps = run_perf(server, "http", 8, "--health", "--concurrency-range", "8")
     assert r.returncode == 0, r.stdout + r.stderr
     assert steps[0]["ok"] > 0 and steps[0]["failed"] == 0, steps
+
+
+def test_in_process_drives_the_scheduler_without_the_network(tmp_path):
+    repo = tmp_path / "models"
+    add_model(repo, "bert", delay_us=100000)
+    cmd = [os.environ["SURGE_BIN"], "perf", "-m", "bert", "--in-process", str(repo),
+           "--model-cache-dir", str(tmp_path / "cache"), "--json", "-p", "500",
+           "--warmup-ms", "100", "--concurrency-range", "4"]
+    for name in ("input_ids", "attention_mask", "token_type_ids"):
+        cmd += ["--shape", f"{name}:8"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["protocol"] == "in-process"
+    step = out["results"][0]
+    assert step["ok"] > 0 and step["failed"] == 0, step
+    # Four requests always outstanding and a long batching delay: every batch holds all four.
+    assert step["formed_batch"] == 4.0, step
