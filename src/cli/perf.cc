@@ -1,8 +1,9 @@
 // `surge perf`: a perf_analyzer-like load generator for KServe v2 servers (surge serve, Triton).
 // Concurrency sweep (N requests outstanding) or request-rate mode (constant or Poisson arrivals),
 // over HTTP (binary tensor extension, keep-alive) or gRPC (raw_input_contents); tensor inputs with
-// generated data or raw text for models that tokenise server-side. Prints throughput and latency
-// percentiles per step; optional CSV (perf_analyzer's columns) and JSON.
+// generated data or raw text for models that tokenise server-side. Requests are sent and read
+// asynchronously on a few client threads. Prints throughput and latency percentiles per step;
+// optional CSV (perf_analyzer's columns) and JSON.
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -12,19 +13,26 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/engine_io.h"
 #include "serve/infer.h"
+#include "serve/model_config.h"
 #include "serve/proto/grpc_service.grpc.pb.h"
+#include "serve/repository.h"
 
 namespace surge::cli {
 namespace {
@@ -51,6 +59,9 @@ struct PerfArgs {
   std::string csv;
   bool json_out = false;
   int max_threads = 64;
+  int client_threads = 1;
+  std::string in_process;  // a model repository to load and drive in this process
+  std::string cache_dir;
   bool health = false;  // load GET /v2/health/live instead of inference (HTTP only)
 };
 
@@ -155,6 +166,7 @@ struct StepResult {
   double throughput = 0;
   double avg_us = 0, p50 = 0, p90 = 0, p95 = 0, p99 = 0;
   size_t ok = 0, failed = 0;
+  double formed_batch = 0;  // in-process: inferences per model execution over the step
 };
 
 double Percentile(std::vector<double>& v, double p) {
@@ -164,46 +176,311 @@ double Percentile(std::vector<double>& v, double p) {
   return v[i];
 }
 
-class Client {
+// One sequential stream of requests: a keep-alive HTTP connection, or a gRPC call slot on the
+// shared channel. Send() starts one request; `done(ok)` runs once, on a client network thread.
+class Slot {
  public:
-  virtual ~Client() = default;
-  virtual bool Infer() = 0;
+  virtual ~Slot() = default;
+  virtual void Send(std::function<void(bool)> done) = 0;
 };
 
-class HttpClient final : public Client {
+// Requests go out as soon as a slot is free and are read back asynchronously, so a few client
+// threads carry any number of outstanding requests (as perf_analyzer's async mode does) and the
+// client takes little of the CPU it shares with the server under test.
+class HttpSlot final : public Slot {
  public:
-  HttpClient(const std::string& url, const std::string& target, const std::string* body,
-             size_t header_len)
-      : conn_(SplitUrl(url).first, SplitUrl(url).second),
-        target_(target),
-        body_(body),
-        header_len_(header_len) {}
-  bool Infer() override {
-    if (body_ == nullptr) return conn_.Send(http::verb::get, target_, "", 0, nullptr) == 200;
-    return conn_.Send(http::verb::post, target_, *body_, header_len_, nullptr) == 200;
+  HttpSlot(net::io_context& ioc, const tcp::endpoint& ep,
+           const http::request<http::string_body>* req)
+      : socket_(ioc), ep_(ep), req_(req) {}
+
+  void Send(std::function<void(bool)> done) override {
+    done_ = std::move(done);
+    if (connected_) return Write();
+    socket_.async_connect(ep_, [this](beast::error_code ec) {
+      if (ec) return Fail();
+      socket_.set_option(tcp::no_delay(true), ec);
+      connected_ = true;
+      Write();
+    });
   }
 
  private:
-  HttpConn conn_;
-  std::string target_;
-  const std::string* body_;
-  size_t header_len_;
+  void Write() {
+    http::async_write(socket_, *req_, [this](beast::error_code ec, size_t) {
+      if (ec) return Fail();
+      res_ = {};
+      http::async_read(socket_, buffer_, res_, [this](beast::error_code ec, size_t) {
+        if (ec) return Fail();
+        if (!res_.keep_alive()) Reset();
+        Complete(res_.result_int() == 200);
+      });
+    });
+  }
+  void Reset() {
+    beast::error_code ec;
+    socket_.close(ec);
+    buffer_.clear();
+    connected_ = false;
+  }
+  void Fail() {
+    Reset();
+    Complete(false);
+  }
+  void Complete(bool ok) {
+    auto done = std::move(done_);
+    done(ok);
+  }
+
+  tcp::socket socket_;
+  tcp::endpoint ep_;
+  const http::request<http::string_body>* req_;
+  beast::flat_buffer buffer_;
+  http::response<http::string_body> res_;
+  bool connected_ = false;
+  std::function<void(bool)> done_;
 };
 
-class GrpcClient final : public Client {
+class GrpcSlot final : public Slot {
  public:
-  GrpcClient(std::shared_ptr<grpc::Channel> ch, const inference::ModelInferRequest* req)
-      : stub_(inference::GRPCInferenceService::NewStub(ch)), req_(req) {}
-  bool Infer() override {
-    grpc::ClientContext ctx;
-    inference::ModelInferResponse resp;
-    return stub_->ModelInfer(&ctx, *req_, &resp).ok();
+  GrpcSlot(inference::GRPCInferenceService::Stub* stub, grpc::CompletionQueue* cq,
+           const inference::ModelInferRequest* req)
+      : stub_(stub), cq_(cq), req_(req) {}
+
+  void Send(std::function<void(bool)> done) override {
+    done_ = std::move(done);
+    ctx_.emplace();
+    rpc_ = stub_->AsyncModelInfer(&*ctx_, *req_, cq_);
+    rpc_->Finish(&resp_, &status_, this);
+  }
+  // Called by the completion-queue thread.
+  void OnDone(bool ok) {
+    auto done = std::move(done_);
+    done(ok && status_.ok());
+  }
+
+ private:
+  inference::GRPCInferenceService::Stub* stub_;
+  grpc::CompletionQueue* cq_;
+  const inference::ModelInferRequest* req_;
+  std::optional<grpc::ClientContext> ctx_;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<inference::ModelInferResponse>> rpc_;
+  inference::ModelInferResponse resp_;
+  grpc::Status status_;
+  std::function<void(bool)> done_;
+};
+
+// The client's network threads and the slots they serve.
+class LoadClient {
+ public:
+  virtual ~LoadClient() = default;
+  // The i-th slot, made on first use: a later step reuses the earlier steps' connections.
+  virtual Slot* GetSlot(size_t i) = 0;
+};
+
+class HttpLoadClient final : public LoadClient {
+ public:
+  HttpLoadClient(const tcp::endpoint& ep, http::request<http::string_body> req, int threads)
+      : ep_(ep), req_(std::move(req)), work_(net::make_work_guard(ioc_)) {
+    for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { ioc_.run(); });
+  }
+  ~HttpLoadClient() override {
+    work_.reset();
+    ioc_.stop();
+    for (auto& t : threads_) t.join();
+  }
+  Slot* GetSlot(size_t i) override {
+    while (slots_.size() <= i) slots_.push_back(std::make_unique<HttpSlot>(ioc_, ep_, &req_));
+    return slots_[i].get();
+  }
+
+ private:
+  tcp::endpoint ep_;
+  http::request<http::string_body> req_;
+  net::io_context ioc_;
+  net::executor_work_guard<net::io_context::executor_type> work_;
+  std::vector<std::unique_ptr<HttpSlot>> slots_;
+  std::vector<std::thread> threads_;
+};
+
+class GrpcLoadClient final : public LoadClient {
+ public:
+  GrpcLoadClient(const std::shared_ptr<grpc::Channel>& channel,
+                 const inference::ModelInferRequest* req, int threads)
+      : stub_(inference::GRPCInferenceService::NewStub(channel)), req_(req) {
+    for (int i = 0; i < std::max(1, threads); ++i) {
+      threads_.emplace_back([this] {
+        void* tag = nullptr;
+        bool ok = false;
+        while (cq_.Next(&tag, &ok)) static_cast<GrpcSlot*>(tag)->OnDone(ok);
+      });
+    }
+  }
+  // Every slot's call has completed by now (the load loop waits for them).
+  ~GrpcLoadClient() override {
+    cq_.Shutdown();
+    for (auto& t : threads_) t.join();
+  }
+  Slot* GetSlot(size_t i) override {
+    while (slots_.size() <= i) {
+      slots_.push_back(std::make_unique<GrpcSlot>(stub_.get(), &cq_, req_));
+    }
+    return slots_[i].get();
   }
 
  private:
   std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
   const inference::ModelInferRequest* req_;
+  grpc::CompletionQueue cq_;
+  std::vector<std::unique_ptr<GrpcSlot>> slots_;
+  std::vector<std::thread> threads_;
 };
+
+// No network: requests go straight to a repository loaded in this process, so that a run measures
+// what serving costs besides the network (batching, the instance, answering).
+class InProcessSlot final : public Slot {
+ public:
+  InProcessSlot(serve::ModelRepository* repo, const serve::InferRequest* req)
+      : repo_(repo), req_(req) {}
+  void Send(std::function<void(bool)> done) override {
+    serve::InferRequest r = *req_;  // tensors share the template's (read-only) data
+    r.received = serve::Clock::now();
+    repo_->Infer(std::move(r),
+                 [done = std::move(done)](Result<serve::InferResponse> res) { done(res.ok()); });
+  }
+
+ private:
+  serve::ModelRepository* repo_;
+  const serve::InferRequest* req_;
+};
+
+class InProcessLoadClient final : public LoadClient {
+ public:
+  InProcessLoadClient(serve::ModelRepository* repo, serve::InferRequest req)
+      : repo_(repo), req_(std::move(req)) {}
+  Slot* GetSlot(size_t i) override {
+    while (slots_.size() <= i) slots_.push_back(std::make_unique<InProcessSlot>(repo_, &req_));
+    return slots_[i].get();
+  }
+
+ private:
+  serve::ModelRepository* repo_;
+  serve::InferRequest req_;
+  std::vector<std::unique_ptr<InProcessSlot>> slots_;
+};
+
+// One load step: `concurrency` slots each sending back to back, or (rate > 0) requests scheduled
+// at `rate` per second (constant or Poisson gaps) and sent on the first free one of `max_slots`
+// slots; a request's latency counts from its scheduled time, so queueing in the client is seen.
+// Samples are the requests that complete inside the measurement window.
+struct StepOptions {
+  int concurrency = 1;
+  double rate = 0;
+  bool poisson = false;
+  int max_slots = 64;
+  int warmup_ms = 1000;
+  int measurement_ms = 5000;
+};
+
+struct StepSamples {
+  std::vector<Sample> samples;
+  double seconds = 0;
+};
+
+StepSamples RunStep(LoadClient& client, const StepOptions& o) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Sample> samples;
+  std::deque<Clock::time_point> backlog;  // rate mode: scheduled, waiting for a free slot
+  std::vector<Slot*> idle;
+  int outstanding = 0;
+  bool stop = false;
+  std::atomic<bool> measuring{false};
+
+  // Sends on `slot` a request scheduled at `sched`; on completion the slot takes the next
+  // backlogged request, sends again (concurrency mode) or goes idle. Called without `mu`.
+  std::function<void(Slot*, Clock::time_point)> send = [&](Slot* slot, Clock::time_point sched) {
+    slot->Send([&, slot, sched](bool ok) {
+      auto now = Clock::now();
+      std::optional<Clock::time_point> next;
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        if (measuring.load(std::memory_order_relaxed)) {
+          samples.push_back({std::chrono::duration<double, std::micro>(now - sched).count(), ok});
+        }
+        if (!stop) {
+          if (o.rate <= 0) {
+            next = now;
+          } else if (!backlog.empty()) {
+            next = backlog.front();
+            backlog.pop_front();
+          } else {
+            idle.push_back(slot);
+          }
+        }
+        if (!next && --outstanding == 0) cv.notify_all();
+      }
+      if (next) send(slot, *next);
+    });
+  };
+
+  auto t_start = Clock::now();
+  const int slots = o.rate > 0 ? std::max(1, o.max_slots) : std::max(1, o.concurrency);
+  std::vector<Slot*> all;
+  for (int i = 0; i < slots; ++i) all.push_back(client.GetSlot(i));
+  if (o.rate <= 0) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      outstanding = slots;
+    }
+    for (Slot* s : all) send(s, Clock::now());
+  } else {
+    idle = all;
+  }
+  auto t_measure = t_start + std::chrono::milliseconds(o.warmup_ms);
+  auto t_end = t_measure + std::chrono::milliseconds(o.measurement_ms);
+  Clock::time_point m0, m1;
+  bool started = false;
+  auto open_window = [&](Clock::time_point now) {
+    if (!started && now >= t_measure) {
+      measuring = true;
+      m0 = Clock::now();
+      started = true;
+    }
+  };
+  if (o.rate > 0) {
+    std::mt19937_64 rng(1);
+    std::exponential_distribution<double> expo(o.rate);
+    Clock::time_point next = t_start;
+    while (next < t_end) {
+      std::this_thread::sleep_until(next);
+      open_window(Clock::now());
+      Slot* slot = nullptr;
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        if (idle.empty()) {
+          backlog.push_back(next);
+        } else {
+          slot = idle.back();
+          idle.pop_back();
+          ++outstanding;
+        }
+      }
+      if (slot) send(slot, next);
+      double gap = o.poisson ? expo(rng) : 1.0 / o.rate;
+      next += std::chrono::nanoseconds(static_cast<int64_t>(gap * 1e9));
+    }
+  }
+  std::this_thread::sleep_until(t_measure);
+  open_window(Clock::now());
+  std::this_thread::sleep_until(t_end);
+  measuring = false;
+  m1 = Clock::now();
+  std::unique_lock<std::mutex> lk(mu);
+  stop = true;
+  backlog.clear();
+  cv.wait(lk, [&] { return outstanding == 0; });
+  return {std::move(samples), std::chrono::duration<double>(m1 - m0).count()};
+}
 
 std::string MakeBytes(const std::string& name, const std::string& datatype, int64_t n,
                       std::mt19937& rng, const std::string& text) {
@@ -237,7 +514,28 @@ int RunPerf(const PerfArgs& a) {
   std::vector<InputSpec> inputs;
   json meta;
   std::shared_ptr<grpc::Channel> channel;
-  if (a.protocol == "http") {
+  std::unique_ptr<serve::ModelRepository> repo;
+  if (!a.in_process.empty()) {
+    serve::RepositoryOptions ro;
+    ro.paths = {a.in_process};
+    ro.load.plan_cache_dir = a.cache_dir;
+    ro.exit_on_error = true;
+    repo = std::make_unique<serve::ModelRepository>(ro);
+    if (Status st = repo->Start(); !st.ok()) return Fail(st);
+    auto v = repo->Find(a.model, "");
+    if (!v.ok()) return Fail(v.status());
+    const auto& cfg = (*v)->config();
+    meta["inputs"] = json::array();
+    for (const auto& in : cfg.input()) {
+      std::vector<int64_t> shape;
+      if (cfg.max_batch_size() > 0) shape.push_back(-1);
+      shape.insert(shape.end(), in.dims().begin(), in.dims().end());
+      meta["inputs"].push_back(
+          {{"name", in.name()},
+           {"datatype", std::string(serve::ConfigTypeToDatatype(in.data_type()))},
+           {"shape", shape}});
+    }
+  } else if (a.protocol == "http") {
     auto [host, port] = SplitUrl(a.url);
     HttpConn c(host, port);
     std::string body;
@@ -251,6 +549,9 @@ int RunPerf(const PerfArgs& a) {
   } else if (a.protocol == "grpc") {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(64 << 20);
+    // The load generator sets no deadlines and needs no per-call filters beyond the transport's:
+    // gRPC's minimal stack takes about a sixth less CPU per call from the machine it shares.
+    args.SetInt(GRPC_ARG_MINIMAL_STACK, 1);
     channel = grpc::CreateCustomChannel(a.url, grpc::InsecureChannelCredentials(), args);
     auto stub = inference::GRPCInferenceService::NewStub(channel);
     grpc::ClientContext ctx;
@@ -336,14 +637,53 @@ int RunPerf(const PerfArgs& a) {
     for (const auto& s : inputs) http_body += s.bytes;
     grpc_req.set_model_name(a.model);
   }
-  std::string target = "/v2/models/" + a.model + "/infer";
-  auto make_client = [&]() -> std::unique_ptr<Client> {
-    if (a.protocol == "http") {
-      if (a.health) return std::make_unique<HttpClient>(a.url, "/v2/health/live", nullptr, 0);
-      return std::make_unique<HttpClient>(a.url, target, &http_body, header_len);
+  std::unique_ptr<LoadClient> client;
+  if (repo) {
+    serve::InferRequest req;
+    req.model_name = a.model;
+    for (const auto& spec : inputs) {
+      serve::InferTensor t;
+      t.name = spec.name;
+      t.datatype = spec.datatype;
+      t.shape = spec.shape;
+      if (t.is_bytes()) {
+        auto strings = serve::UnpackBytes(spec.bytes, t.numel());
+        if (!strings.ok()) return Fail(strings.status());
+        t.strings = std::move(strings).value();
+      } else {
+        auto dt = serve::DTypeFromDatatype(t.datatype);
+        if (!dt.ok()) return Fail(dt.status());
+        t.tensor = Tensor(*dt, t.shape);
+        std::memcpy(t.tensor.data(), spec.bytes.data(), spec.bytes.size());
+      }
+      req.inputs.push_back(std::move(t));
     }
-    return std::make_unique<GrpcClient>(channel, &grpc_req);
-  };
+    client = std::make_unique<InProcessLoadClient>(repo.get(), std::move(req));
+  } else if (a.protocol == "http") {
+    auto [host, port] = SplitUrl(a.url);
+    tcp::endpoint ep;
+    try {
+      net::io_context ioc;
+      ep = *tcp::resolver(ioc).resolve(host, port).begin();
+    } catch (const std::exception& e) {
+      std::cerr << "error: cannot resolve " << a.url << ": " << e.what() << '\n';
+      return 1;
+    }
+    http::request<http::string_body> req(
+        a.health ? http::verb::get : http::verb::post,
+        a.health ? "/v2/health/live" : "/v2/models/" + a.model + "/infer", 11);
+    req.set(http::field::host, host);
+    req.keep_alive(true);
+    if (!a.health) {
+      req.set(http::field::content_type, "application/octet-stream");
+      req.set("Inference-Header-Content-Length", std::to_string(header_len));
+      req.body() = http_body;
+      req.prepare_payload();
+    }
+    client = std::make_unique<HttpLoadClient>(ep, std::move(req), a.client_threads);
+  } else {
+    client = std::make_unique<GrpcLoadClient>(channel, &grpc_req, a.client_threads);
+  }
 
   const bool rate_mode = !a.request_rate_range.empty();
   auto range = ParseRange(rate_mode ? a.request_rate_range : a.concurrency_range);
@@ -353,53 +693,28 @@ int RunPerf(const PerfArgs& a) {
   }
   std::vector<StepResult> results;
   for (double x = range->start; x <= range->end + 1e-9; x += range->step) {
-    std::mutex mu;
-    std::vector<Sample> samples;
-    std::atomic<bool> stop{false};
-    std::atomic<bool> measuring{false};
-    int threads = rate_mode ? a.max_threads : static_cast<int>(x);
-    auto t_start = Clock::now();
-    auto t_measure = t_start + std::chrono::milliseconds(a.warmup_ms);
-    std::vector<std::thread> workers;
-    for (int w = 0; w < threads; ++w) {
-      workers.emplace_back([&, w] {
-        auto client = make_client();
-        std::vector<Sample> local;
-        std::mt19937_64 wrng(w + 1);
-        std::exponential_distribution<double> expo(x);
-        // Rate mode: worker w sends every threads-th scheduled request.
-        Clock::time_point next = t_start;
-        int64_t k = 0;
-        while (!stop.load(std::memory_order_relaxed)) {
-          Clock::time_point sched = Clock::now();
-          if (rate_mode) {
-            // Each worker's arrivals are a 1/threads share of the total process.
-            double gap = a.distribution == "poisson" ? expo(wrng) * threads : threads / x;
-            if (k == 0) gap *= static_cast<double>(w) / threads;
-            next += std::chrono::nanoseconds(static_cast<int64_t>(gap * 1e9));
-            ++k;
-            std::this_thread::sleep_until(next);
-            if (stop.load()) break;
-            sched = next;
-          }
-          bool ok = client->Infer();
-          double us = std::chrono::duration<double, std::micro>(Clock::now() - sched).count();
-          if (measuring.load(std::memory_order_relaxed)) local.push_back({us, ok});
-        }
-        std::lock_guard<std::mutex> lk(mu);
-        samples.insert(samples.end(), local.begin(), local.end());
-      });
-    }
-    std::this_thread::sleep_until(t_measure);
-    measuring = true;
-    auto m0 = Clock::now();
-    std::this_thread::sleep_for(std::chrono::milliseconds(a.measurement_ms));
-    measuring = false;
-    double secs = std::chrono::duration<double>(Clock::now() - m0).count();
-    stop = true;
-    for (auto& t : workers) t.join();
+    StepOptions so;
+    so.concurrency = static_cast<int>(x);
+    so.rate = rate_mode ? x : 0;
+    so.poisson = a.distribution == "poisson";
+    so.max_slots = a.max_threads;
+    so.warmup_ms = a.warmup_ms;
+    so.measurement_ms = a.measurement_ms;
+    auto counts = [&]() -> std::pair<uint64_t, uint64_t> {
+      auto v = repo ? repo->Find(a.model, "")
+                    : Result<std::shared_ptr<serve::ModelVersion>>(
+                          NotFoundError("no repository in process"));
+      if (!v.ok()) return {0, 0};
+      return {(*v)->stats().inference_count.load(), (*v)->stats().execution_count.load()};
+    };
+    auto [i0, e0] = counts();
+    StepSamples step = RunStep(*client, so);
+    auto [i1, e1] = counts();
+    const auto& samples = step.samples;
+    const double secs = step.seconds;
     StepResult r;
     r.x = x;
+    if (e1 > e0) r.formed_batch = static_cast<double>(i1 - i0) / static_cast<double>(e1 - e0);
     std::vector<double> lat;
     for (const auto& s : samples) {
       if (s.ok) {
@@ -449,8 +764,12 @@ int RunPerf(const PerfArgs& a) {
                      {"p99_us", r.p99},
                      {"ok", r.ok},
                      {"failed", r.failed}});
+      if (repo) arr.back()["formed_batch"] = r.formed_batch;
     }
-    std::cout << json{{"model", a.model}, {"protocol", a.protocol}, {"results", arr}}.dump()
+    std::cout << json{{"model", a.model},
+                      {"protocol", repo ? std::string("in-process") : a.protocol},
+                      {"results", arr}}
+                     .dump()
               << std::endl;
   }
   for (const auto& r : results) {
@@ -475,7 +794,14 @@ std::function<int()> SetupPerf(CLI::App& sub) {
   sub.add_option("--text", a->text, "send this text to the model's BYTES input (raw text mode)");
   sub.add_option("-f,--csv", a->csv, "write perf_analyzer-style CSV here");
   sub.add_flag("--json", a->json_out, "print one JSON summary line");
-  sub.add_option("--max-threads", a->max_threads, "workers in request-rate mode");
+  sub.add_option("--max-threads", a->max_threads,
+                 "request-rate mode: most requests outstanding (HTTP: connections)");
+  sub.add_option("--client-threads", a->client_threads,
+                 "client network threads (requests are sent and read asynchronously)");
+  sub.add_option("--in-process", a->in_process,
+                 "load this model repository here and send requests straight to its scheduler "
+                 "(no network; -u and -i are ignored)");
+  sub.add_option("--model-cache-dir", a->cache_dir, "with --in-process: where built plans go");
   sub.add_flag("--health", a->health,
                "load GET /v2/health/live instead of inference (HTTP overhead; -m still names a "
                "model whose metadata is read)");

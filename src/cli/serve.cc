@@ -24,6 +24,7 @@ struct ServeArgs {
   std::string http_address = "0.0.0.0";
   int http_port = 8000;
   int http_threads = 2;
+  int grpc_infer_threads = 2;
   std::string grpc_address = "0.0.0.0";
   int grpc_port = 8001;
   std::string metrics_address = "0.0.0.0";
@@ -80,6 +81,7 @@ int RunServe(const ServeArgs& a) {
   o.http_address = a.http_address;
   o.http_port = a.http_port;
   o.http_threads = a.http_threads;
+  o.grpc_infer_threads = a.grpc_infer_threads;
   o.grpc_address = a.grpc_address;
   o.grpc_port = a.grpc_port;
   o.metrics_address = a.metrics_address;
@@ -123,6 +125,8 @@ std::function<int()> SetupServe(CLI::App& sub) {
   sub.add_option("--http-thread-count", a->http_threads, "HTTP network threads");
   sub.add_option("--grpc-address", a->grpc_address, "gRPC bind address");
   sub.add_option("--grpc-port", a->grpc_port, "gRPC port (0: any free port)");
+  sub.add_option("--grpc-infer-thread-count", a->grpc_infer_threads,
+                 "threads serving gRPC calls (one completion queue)");
   sub.add_option("--metrics-address", a->metrics_address, "metrics bind address");
   sub.add_option("--metrics-port", a->metrics_port, "metrics port (0: any free port)");
   sub.add_option("--metrics-interval-ms", a->metrics_interval_ms, "GPU metrics sampling interval");

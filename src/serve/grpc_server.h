@@ -1,5 +1,6 @@
-// gRPC front end: inference.GRPCInferenceService (Triton's protocol) on grpc++'s synchronous
-// server. gRPC headers stay inside grpc_server.cc.
+// gRPC front end: inference.GRPCInferenceService (Triton's protocol) on grpc++'s asynchronous API:
+// a few threads poll one completion queue and serve every call; no call holds a thread while its
+// request waits in a queue. gRPC headers stay inside grpc_server.cc.
 #pragma once
 
 #include <memory>
@@ -14,6 +15,7 @@ struct GrpcServerOptions {
   std::string address = "0.0.0.0";
   int port = 8001;  // 0: any free port
   int max_message_bytes = 64 << 20;
+  int threads = 2;  // threads polling the completion queue (Triton's default infer thread count)
 };
 
 class GrpcServer {

@@ -222,12 +222,13 @@ class Session : public std::enable_shared_from_this<Session> {
     responded_ = false;
     server_->active.fetch_add(1);
     auto self = shared_from_this();
+    // A handler that answers at once runs on this connection's strand: dispatch then writes
+    // without a hop through the io_context's queue (and the thread wake-up that may cost).
     HttpResponder responder = [self, gen](HttpResponse resp) {
-      net::post(self->stream_.get_executor(), [self, gen, resp = std::move(resp)]() mutable {
+      net::dispatch(self->stream_.get_executor(), [self, gen, resp = std::move(resp)]() mutable {
         self->Write(gen, std::move(resp));
       });
     };
-    WatchDisconnect(gen);
     try {
       server_->handler(std::move(r), std::move(responder), call_);
     } catch (const std::exception& e) {
@@ -237,6 +238,7 @@ class Session : public std::enable_shared_from_this<Session> {
       resp.body = R"({"error":"internal error"})";
       Write(gen, std::move(resp));
     }
+    if (!responded_) WatchDisconnect(gen);
   }
 
   // While a request is being answered, a readable socket with nothing to read means the client

@@ -43,6 +43,12 @@ struct DynamicBatcher::Item {
   bool delay_on_timeout = false;
 };
 
+struct DynamicBatcher::Answer {
+  ItemPtr item;
+  Result<engine::TensorMap> result;
+  WorkTiming timing;
+};
+
 DynamicBatcher::DynamicBatcher(BatcherOptions options, Executor executor,
                                std::function<void(const ExecutionStats&)> on_execution)
     : options_(std::move(options)),
@@ -54,6 +60,7 @@ DynamicBatcher::DynamicBatcher(BatcherOptions options, Executor executor,
   int n = std::max(1, options_.instance_count);
   for (int i = 0; i < n; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
   reaper_ = std::thread([this] { ReaperLoop(); });
+  answerer_ = std::thread([this] { AnswerLoop(); });
 }
 
 DynamicBatcher::~DynamicBatcher() { Shutdown(); }
@@ -186,6 +193,34 @@ void DynamicBatcher::Shutdown() {
   }
   reaper_cv_.notify_all();
   if (reaper_.joinable()) reaper_.join();
+  {
+    std::lock_guard<std::mutex> lk(answer_mu_);
+    answer_stop_ = true;
+  }
+  answer_cv_.notify_all();
+  if (answerer_.joinable()) answerer_.join();
+}
+
+void DynamicBatcher::Deliver(std::vector<Answer> answers) {
+  {
+    std::lock_guard<std::mutex> lk(answer_mu_);
+    for (auto& a : answers) answers_.push_back(std::move(a));
+  }
+  answer_cv_.notify_one();
+}
+
+void DynamicBatcher::AnswerLoop() {
+  std::unique_lock<std::mutex> lk(answer_mu_);
+  for (;;) {
+    answer_cv_.wait(lk, [this] { return answer_stop_ || !answers_.empty(); });
+    if (answers_.empty()) return;
+    std::vector<Answer> ready;
+    ready.swap(answers_);
+    lk.unlock();
+    for (auto& a : ready) a.item->work.done(std::move(a.result), a.timing);
+    ready.clear();
+    lk.lock();
+  }
 }
 
 size_t DynamicBatcher::pending() const {
@@ -392,17 +427,21 @@ void DynamicBatcher::RunBatch(int instance, std::vector<ItemPtr>& batch) {
   ExecutionStats es;
   es.batch_size = 0;
   for (auto& item : batch) es.batch_size += static_cast<int>(item->batch);
+  auto queue_ns = [&](const Item& item) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(start - item.enqueued).count();
+  };
 
   auto fail_all = [&](const Status& s) {
     es.ok = false;
-    WorkTiming t;
-    t.batch_size = es.batch_size;
-    for (auto& item : batch) {
-      t.queue_ns =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(start - item->enqueued).count();
-      item->work.done(s, t);
-    }
     if (on_execution_) on_execution_(es);
+    std::vector<Answer> answers;
+    for (auto& item : batch) {
+      WorkTiming t;
+      t.batch_size = es.batch_size;
+      t.queue_ns = queue_ns(*item);
+      answers.push_back({std::move(item), s, t});
+    }
+    Deliver(std::move(answers));
   };
 
   // Single request: no copies on the way in.
@@ -438,7 +477,8 @@ void DynamicBatcher::RunBatch(int instance, std::vector<ItemPtr>& batch) {
     return fail_all(out.status());
   }
 
-  // Split (and copy, since outputs may view instance memory) per request.
+  // Split (and copy, since outputs may view instance memory) per request; the callbacks run on
+  // the answer thread while this instance goes on to its next batch.
   std::vector<engine::TensorMap> results(batch.size());
   int64_t row = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -454,17 +494,19 @@ void DynamicBatcher::RunBatch(int instance, std::vector<ItemPtr>& batch) {
     row += item.batch;
   }
   es.compute_output_ns = NsSince(t2);
+  if (on_execution_) on_execution_(es);
   WorkTiming timing;
   timing.batch_size = es.batch_size;
   timing.compute_input_ns = es.compute_input_ns;
   timing.compute_infer_ns = es.compute_infer_ns;
   timing.compute_output_ns = es.compute_output_ns;
-  if (on_execution_) on_execution_(es);
+  std::vector<Answer> answers;
+  answers.reserve(batch.size());
   for (size_t i = 0; i < batch.size(); ++i) {
-    timing.queue_ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(start - batch[i]->enqueued).count();
-    batch[i]->work.done(std::move(results[i]), timing);
+    timing.queue_ns = queue_ns(*batch[i]);
+    answers.push_back({std::move(batch[i]), std::move(results[i]), timing});
   }
+  Deliver(std::move(answers));
 }
 
 Result<engine::TensorMap> ConcatInputs(const std::vector<const engine::TensorMap*>& parts,

@@ -18,8 +18,11 @@
 //     behind every request that has not timed out.
 //   * Cancellation: a queued request whose CancelFlag is set is dropped (callback: Cancelled) on
 //     the scheduler's next pass; Poke() forces one.
-//   * Shutdown drains: queued requests still run, then the workers exit.
+//   * Shutdown drains: queued requests still run and are answered, then the threads exit.
 // Thread-safe. The executor is called on the instance's own worker thread, one batch at a time.
+// A batch's callbacks run on the batcher's answer thread, in completion order, so that an instance
+// starts its next batch while the previous one's answers are being sent; callbacks for requests
+// that time out or are cancelled in the queue run on the thread that removes them.
 #pragma once
 
 #include <condition_variable>
@@ -118,6 +121,7 @@ class DynamicBatcher {
  private:
   struct Item;
   using ItemPtr = std::unique_ptr<Item>;
+  struct Answer;
 
   void WorkerLoop(int instance);
   // Answers timed-out and cancelled requests while every instance is busy (Triton #7512: its
@@ -130,6 +134,9 @@ class DynamicBatcher {
   // Under mu_: picks the next batch; returns false (and when to look again) if it should wait.
   bool FormBatchLocked(Clock::time_point now, std::vector<ItemPtr>* batch, Clock::time_point* wake);
   void RunBatch(int instance, std::vector<ItemPtr>& batch);
+  // Hands finished requests to the answer thread.
+  void Deliver(std::vector<Answer> answers);
+  void AnswerLoop();
   const QueuePolicy& PolicyFor(uint32_t level) const;
   size_t LevelIndex(int64_t priority) const;
 
@@ -149,6 +156,11 @@ class DynamicBatcher {
   std::condition_variable reaper_cv_;
   bool reaper_stop_ = false;
   std::thread reaper_;
+  std::mutex answer_mu_;
+  std::condition_variable answer_cv_;
+  std::vector<Answer> answers_;
+  bool answer_stop_ = false;
+  std::thread answerer_;
 };
 
 // Batch assembly helpers (exposed for tests).

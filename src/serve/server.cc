@@ -47,6 +47,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ServerOptions& o) {
     GrpcServerOptions go;
     go.address = o.grpc_address;
     go.port = o.grpc_port;
+    go.threads = o.grpc_infer_threads;
     go.max_message_bytes = static_cast<int>(std::min<size_t>(o.max_request_bytes, INT32_MAX));
     m.grpc = std::make_unique<GrpcServer>(go, &m.ctx);
     SURGE_RETURN_IF_ERROR(m.grpc->Start());

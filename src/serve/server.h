@@ -18,6 +18,7 @@ struct ServerOptions {
   bool allow_grpc = true;
   std::string grpc_address = "0.0.0.0";
   int grpc_port = 8001;
+  int grpc_infer_threads = 2;
   bool allow_metrics = true;
   std::string metrics_address = "0.0.0.0";
   int metrics_port = 8002;

@@ -248,6 +248,33 @@ TEST(DynamicBatcher, ShutdownDrainsQueuedWork) {
   EXPECT_EQ(b->Enqueue(MakeWork(2, 0, w.Callback())).code(), StatusCode::kFailedPrecondition);
 }
 
+TEST(DynamicBatcher, AnsweringABatchDoesNotHoldUpTheNextOne) {
+  BatcherOptions o;
+  o.max_batch_size = 1;
+  std::atomic<int> runs{0};
+  std::promise<void> second_ran;
+  std::future<void> ran = second_ran.get_future();
+  DynamicBatcher b(o, [&](int, const engine::TensorMap&) -> Result<engine::TensorMap> {
+    if (++runs == 2) second_ran.set_value();
+    engine::TensorMap m;
+    m.emplace("sum", Tensor(DType::kFloat32, {1}));
+    return m;
+  });
+  Waiter w;
+  bool first_saw_second = false;
+  WorkCallback record = w.Callback();
+  // The first request's answer waits for the second request to run: the instance must go on to
+  // its next batch while a batch is being answered.
+  ASSERT_TRUE(b.Enqueue(MakeWork(2, 1, [&](Result<engine::TensorMap> r, const WorkTiming& t) {
+                 first_saw_second = ran.wait_for(10s) == std::future_status::ready;
+                 record(std::move(r), t);
+               })).ok());
+  ASSERT_TRUE(b.Enqueue(MakeWork(2, 2, w.Callback())).ok());
+  ASSERT_TRUE(w.WaitFor(2, 20s));
+  EXPECT_TRUE(first_saw_second);
+  for (const auto& s : w.statuses) EXPECT_TRUE(s.ok());
+}
+
 TEST(DynamicBatcher, ExecutorErrorFailsTheBatchOnly) {
   BatcherOptions o;
   o.max_batch_size = 4;

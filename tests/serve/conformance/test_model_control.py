@@ -1,4 +1,4 @@
-"""Model control modes (poll, none) and cancellation when an HTTP client disconnects."""
+"""Model control modes (poll, none) and cancellation when a client disconnects or gives up."""
 import json
 import shutil
 import socket
@@ -7,6 +7,7 @@ import urllib.request
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
@@ -68,22 +69,53 @@ def test_none_mode_refuses_load_and_unload(tmp_path):
         assert stop_server(s) == 0
 
 
-def test_disconnected_client_is_cancelled_in_the_queue(tmp_path):
+def drop_http_request(s):
+    ids = [[1, 2, 3, 4]]
+    body = json.dumps({"inputs": [
+        {"name": n, "datatype": "INT64", "shape": [1, 4], "data": ids}
+        for n in ("input_ids", "attention_mask", "token_type_ids")]}).encode()
+    req = (f"POST /v2/models/slow/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    sock = socket.create_connection(("127.0.0.1", s.http))
+    sock.sendall(req)
+    time.sleep(0.3)
+    sock.close()
+
+
+def grpc_inputs():
+    inputs = []
+    for n in ("input_ids", "attention_mask", "token_type_ids"):
+        t = grpcclient.InferInput(n, [1, 4], "INT64")
+        t.set_data_from_numpy(np.array([[1, 2, 3, 4]], dtype=np.int64))
+        inputs.append(t)
+    return inputs
+
+
+def drop_grpc_request(s):
+    # The client's deadline runs out while the request is queued: gRPC cancels the call.
+    c = grpcclient.InferenceServerClient(s.grpc_url)
+    with pytest.raises(InferenceServerException):
+        c.infer("slow", grpc_inputs(), client_timeout=0.3)
+    c.close()
+
+
+def drop_grpc_stream(s):
+    c = grpcclient.InferenceServerClient(s.grpc_url)
+    c.start_stream(callback=lambda result, error: None)
+    c.async_stream_infer("slow", grpc_inputs())
+    time.sleep(0.3)
+    c.stop_stream(cancel_requests=True)
+    c.close()
+
+
+@pytest.mark.parametrize("drop", [drop_http_request, drop_grpc_request, drop_grpc_stream])
+def test_disconnected_client_is_cancelled_in_the_queue(tmp_path, drop):
     repo = tmp_path / "models"
     # A long batching delay keeps a lone request queued for 5 s.
     add_model(repo, "slow", queue="preferred_batch_size: [ 8 ]", delay_us=5000000)
     s = start_server(repo, tmp_path / "cache")
     try:
-        ids = [[1, 2, 3, 4]]
-        body = json.dumps({"inputs": [
-            {"name": n, "datatype": "INT64", "shape": [1, 4], "data": ids}
-            for n in ("input_ids", "attention_mask", "token_type_ids")]}).encode()
-        req = (f"POST /v2/models/slow/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-               f"Content-Length: {len(body)}\r\n\r\n").encode() + body
-        sock = socket.create_connection(("127.0.0.1", s.http))
-        sock.sendall(req)
-        time.sleep(0.3)
-        sock.close()
+        drop(s)
         labels = ('model="slow"', 'reason="CANCELED"')
         start = time.time()
         assert wait_until(lambda: metric(s, "nv_inference_request_failure", labels) >= 1, 4.0)
@@ -109,5 +141,15 @@ def test_admin_token_guards_the_repository_api(tmp_path, monkeypatch):
         # Inference and metadata stay open.
         assert c.is_server_live()
         c.close()
+        g = grpcclient.InferenceServerClient(s.grpc_url)
+        with pytest.raises(InferenceServerException):
+            g.load_model("guarded")
+        with pytest.raises(InferenceServerException):
+            g.get_model_repository_index()
+        assert not g.is_model_ready("guarded")
+        g.load_model("guarded", headers={"authorization": "Bearer s3cret"})
+        assert g.is_model_ready("guarded")
+        assert g.get_model_metadata("guarded").name == "guarded"
+        g.close()
     finally:
         assert stop_server(s) == 0
