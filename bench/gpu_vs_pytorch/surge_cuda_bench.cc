@@ -141,6 +141,13 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", cases.status().ToString().c_str());
     return 1;
   }
+  // Unknown --cases / --variants names are an error, not an empty run.
+  for (const std::string& name : only) {
+    if (std::none_of(cases->begin(), cases->end(), [&](const Case& c) { return c.name == name; })) {
+      std::fprintf(stderr, "--cases: no case '%s' in %s/cases.json\n", name.c_str(), model.c_str());
+      return 2;
+    }
+  }
   int logits = -1;
   for (size_t i = 0; i < graph->outputs.size(); ++i) {
     if (graph->values[graph->outputs[i]].name == "logits") logits = static_cast<int>(i);
@@ -154,6 +161,16 @@ int Main(int argc, char** argv) {
       {"padding-free", true, false, {}},
       {"padded", false, false, {"64posts"}},
       {"padding-free exact-gelu", true, true, {"1x128", "128x128", "64posts"}}};
+  for (const std::string& name : only_variants) {
+    if (std::none_of(variants.begin(), variants.end(),
+                     [&](const Variant& v) { return v.name == name; })) {
+      std::fprintf(stderr,
+                   "--variants: no variant '%s' (padding-free, padded, "
+                   "padding-free exact-gelu)\n",
+                   name.c_str());
+      return 2;
+    }
+  }
   json results = json::array();
   for (const Variant& var : variants) {
     if (!only_variants.empty() &&

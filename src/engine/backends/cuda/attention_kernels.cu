@@ -248,7 +248,7 @@ cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
       FlashAttentionKernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
   if (attr != cudaSuccess) return attr;
   const dim3 grid((a.seq + kBlockM - 1) / kBlockM, a.num_heads, a.batch);
-  return LaunchKernel(FlashAttentionKernel<T, D>, grid, dim3(kThreads), kBytes, stream, 1, a);
+  return LaunchKernel(FlashAttentionKernel<T, D>, grid, dim3(kThreads), kBytes, stream, a);
 }
 
 template <typename T>

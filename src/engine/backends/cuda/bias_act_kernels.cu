@@ -58,8 +58,8 @@ cudaError_t Launch(const BiasActArgs& a, cudaStream_t stream) {
   const int per_row = (a.cols / width + kThreads - 1) / kThreads;
   const unsigned rows = static_cast<unsigned>(a.rows < kMaxGridRows ? a.rows : kMaxGridRows);
   const dim3 grid(per_row, rows);
-  if (vec) return LaunchKernel(BiasActKernel<T, 8>, grid, dim3(kThreads), 0, stream, 1, a);
-  return LaunchKernel(BiasActKernel<T, 1>, grid, dim3(kThreads), 0, stream, 1, a);
+  if (vec) return LaunchKernel(BiasActKernel<T, 8>, grid, dim3(kThreads), 0, stream, a);
+  return LaunchKernel(BiasActKernel<T, 1>, grid, dim3(kThreads), 0, stream, a);
 }
 
 }  // namespace

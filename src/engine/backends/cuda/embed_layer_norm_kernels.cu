@@ -116,11 +116,11 @@ cudaError_t Launch(const EmbedLayerNormArgs& a, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock));
     return DispatchChunks(WarpRowChunks(a.hidden), [&]<int N>() {
       return LaunchKernel(EmbedLayerNormWarpKernel<T, N>, grid, dim3(kRowsPerBlock * 32), 0, stream,
-                          1, a);
+                          a);
     });
   }
   return LaunchKernel(EmbedLayerNormKernel<T>, dim3(static_cast<unsigned>(a.rows)), dim3(kThreads),
-                      0, stream, 1, a);
+                      0, stream, a);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Kernel launches with programmatic dependent launch (PDL, sm_90) and thread-block clusters.
+// Kernel launches with programmatic dependent launch (PDL, sm_90).
 //
 // With PDL a kernel may start while the kernel before it in the stream is still finishing, so its
 // launch latency and prologue overlap the previous kernel's tail (in a CUDA-graph replay too:
@@ -11,7 +11,7 @@
 //   3. AllowDependentLaunch() comes after WaitForPriorGrids(), so a dependent kernel never starts
 //      before this kernel's own predecessors have completed.
 // Kernels launched any other way (cuBLASLt's, <<<>>>) keep the stream's full ordering.
-// SURGE_CUDA_PDL=0 turns PDL off (for comparisons); clusters are unaffected.
+// SURGE_CUDA_PDL=0 turns PDL off (for comparisons).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -37,32 +37,20 @@ inline bool PdlEnabled() {
   return on;
 }
 
-// Launches kernel<<<grid, block, smem, stream>>>(args...) with PDL (when enabled) and, with
-// cluster_z > 1, clusters of (1, 1, cluster_z) blocks (grid.z must be a multiple of it).
+// Launches kernel<<<grid, block, smem, stream>>>(args...), with PDL when enabled.
 template <typename... KernelArgs, typename... Args>
 cudaError_t LaunchKernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
-                         cudaStream_t stream, unsigned cluster_z, Args&&... args) {
-  cudaLaunchAttribute attrs[2];
-  unsigned n = 0;
-  if (PdlEnabled()) {
-    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  if (cluster_z > 1) {
-    attrs[n].id = cudaLaunchAttributeClusterDimension;
-    attrs[n].val.clusterDim.x = 1;
-    attrs[n].val.clusterDim.y = 1;
-    attrs[n].val.clusterDim.z = cluster_z;
-    ++n;
-  }
+                         cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute pdl;
+  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  config.attrs = attrs;
-  config.numAttrs = n;
+  config.attrs = &pdl;
+  config.numAttrs = PdlEnabled() ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 

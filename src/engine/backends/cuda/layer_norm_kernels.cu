@@ -136,12 +136,11 @@ cudaError_t Launch(const LayerNormArgs& a, cudaStream_t stream) {
   if (vec) {
     const dim3 grid(static_cast<unsigned>((a.rows + kRowsPerBlock - 1) / kRowsPerBlock));
     return DispatchChunks(WarpRowChunks(a.cols), [&]<int N>() {
-      return LaunchKernel(LayerNormWarpKernel<T, N>, grid, dim3(kRowsPerBlock * 32), 0, stream, 1,
-                          a);
+      return LaunchKernel(LayerNormWarpKernel<T, N>, grid, dim3(kRowsPerBlock * 32), 0, stream, a);
     });
   }
   return LaunchKernel(LayerNormScalarKernel<T, kMaxCols / 256>, dim3(static_cast<unsigned>(a.rows)),
-                      dim3(256), 0, stream, 1, a);
+                      dim3(256), 0, stream, a);
 }
 
 }  // namespace
@@ -154,9 +153,9 @@ cudaError_t L2NormalizeRun(const L2NormalizeArgs& a, void*, cudaStream_t stream)
   if (a.rows == 0) return cudaSuccess;
   const unsigned rows = static_cast<unsigned>(a.rows);
   if (a.dtype == DataType::kF16) {
-    return LaunchKernel(L2NormalizeKernel<__half>, dim3(rows), dim3(256), 0, stream, 1, a);
+    return LaunchKernel(L2NormalizeKernel<__half>, dim3(rows), dim3(256), 0, stream, a);
   }
-  return LaunchKernel(L2NormalizeKernel<__nv_bfloat16>, dim3(rows), dim3(256), 0, stream, 1, a);
+  return LaunchKernel(L2NormalizeKernel<__nv_bfloat16>, dim3(rows), dim3(256), 0, stream, a);
 }
 
 bool LayerNormCanImplement(const LayerNormArgs& a) {

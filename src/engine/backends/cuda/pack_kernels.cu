@@ -41,13 +41,13 @@ cudaError_t LaunchRows(const RowMoveArgs& a, cudaStream_t stream) {
   switch (WordBytes(a)) {
     case 16:
       return LaunchKernel(kScatter ? ScatterRowsKernel<uint4> : GatherRowsKernel<uint4>, grid,
-                          dim3(64), 0, stream, 1, a);
+                          dim3(64), 0, stream, a);
     case 4:
       return LaunchKernel(kScatter ? ScatterRowsKernel<uint32_t> : GatherRowsKernel<uint32_t>, grid,
-                          dim3(128), 0, stream, 1, a);
+                          dim3(128), 0, stream, a);
     default:
       return LaunchKernel(kScatter ? ScatterRowsKernel<uint16_t> : GatherRowsKernel<uint16_t>, grid,
-                          dim3(128), 0, stream, 1, a);
+                          dim3(128), 0, stream, a);
   }
 }
 
@@ -101,10 +101,10 @@ cudaError_t ConvertFromFloat32(DataType to, const float* src, void* dst, int64_t
                                cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   if (to == DataType::kF16) {
-    return LaunchKernel(FromF32Kernel<__half>, dim3(GridFor(n)), dim3(256), 0, stream, 1, src,
+    return LaunchKernel(FromF32Kernel<__half>, dim3(GridFor(n)), dim3(256), 0, stream, src,
                         static_cast<__half*>(dst), n);
   }
-  return LaunchKernel(FromF32Kernel<__nv_bfloat16>, dim3(GridFor(n)), dim3(256), 0, stream, 1, src,
+  return LaunchKernel(FromF32Kernel<__nv_bfloat16>, dim3(GridFor(n)), dim3(256), 0, stream, src,
                       static_cast<__nv_bfloat16*>(dst), n);
 }
 
@@ -112,10 +112,10 @@ cudaError_t ConvertToFloat32(DataType from, const void* src, float* dst, int64_t
                              cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   if (from == DataType::kF16) {
-    return LaunchKernel(ToF32Kernel<__half>, dim3(GridFor(n)), dim3(256), 0, stream, 1,
+    return LaunchKernel(ToF32Kernel<__half>, dim3(GridFor(n)), dim3(256), 0, stream,
                         static_cast<const __half*>(src), dst, n);
   }
-  return LaunchKernel(ToF32Kernel<__nv_bfloat16>, dim3(GridFor(n)), dim3(256), 0, stream, 1,
+  return LaunchKernel(ToF32Kernel<__nv_bfloat16>, dim3(GridFor(n)), dim3(256), 0, stream,
                       static_cast<const __nv_bfloat16*>(src), dst, n);
 }
 
