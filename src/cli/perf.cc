@@ -797,7 +797,8 @@ std::function<int()> SetupPerf(CLI::App& sub) {
   sub.add_option("--max-threads", a->max_threads,
                  "request-rate mode: most requests outstanding (HTTP: connections)");
   sub.add_option("--client-threads", a->client_threads,
-                 "client network threads (requests are sent and read asynchronously)");
+                 "client network threads (requests are sent and read asynchronously)")
+      ->check(CLI::Range(1, 256));
   sub.add_option("--in-process", a->in_process,
                  "load this model repository here and send requests straight to its scheduler "
                  "(no network; -u and -i are ignored)");

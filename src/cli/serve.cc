@@ -122,11 +122,13 @@ std::function<int()> SetupServe(CLI::App& sub) {
   sub.add_option("--repository-poll-secs", a->poll_secs, "poll interval (poll mode)");
   sub.add_option("--http-address", a->http_address, "HTTP bind address");
   sub.add_option("--http-port", a->http_port, "HTTP port (0: any free port)");
-  sub.add_option("--http-thread-count", a->http_threads, "HTTP network threads");
+  sub.add_option("--http-thread-count", a->http_threads, "HTTP network threads")
+      ->check(CLI::Range(1, 256));
   sub.add_option("--grpc-address", a->grpc_address, "gRPC bind address");
   sub.add_option("--grpc-port", a->grpc_port, "gRPC port (0: any free port)");
   sub.add_option("--grpc-infer-thread-count", a->grpc_infer_threads,
-                 "threads serving gRPC calls (one completion queue)");
+                 "threads serving gRPC calls (one completion queue)")
+      ->check(CLI::Range(1, 256));
   sub.add_option("--metrics-address", a->metrics_address, "metrics bind address");
   sub.add_option("--metrics-port", a->metrics_port, "metrics port (0: any free port)");
   sub.add_option("--metrics-interval-ms", a->metrics_interval_ms, "GPU metrics sampling interval");

@@ -78,3 +78,15 @@ def test_in_process_drives_the_scheduler_without_the_network(tmp_path):
     assert step["ok"] > 0 and step["failed"] == 0, step
     # Four requests always outstanding and a long batching delay: every batch holds all four.
     assert step["formed_batch"] == 4.0, step
+
+
+@pytest.mark.parametrize("cmd", [
+    ["perf", "-m", "bert", "--client-threads", "0"],
+    ["serve", "--model-repository", ".", "--grpc-infer-thread-count", "0"],
+    ["serve", "--model-repository", ".", "--http-thread-count", "-1"],
+])
+def test_thread_counts_out_of_range_are_refused_by_name(cmd):
+    r = subprocess.run([os.environ["SURGE_BIN"], *cmd], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode != 0
+    assert cmd[-2] in r.stderr + r.stdout, r.stderr
