@@ -12,6 +12,7 @@
 #include "core/logging.h"
 #include "engine/backends/cuda/bias_act_kernels.h"
 #include "engine/backends/cuda/cuda_check.h"
+#include "engine/backends/cuda/gemm.h"
 
 namespace surge::engine::cuda {
 namespace {
@@ -300,11 +301,12 @@ void QuantLinears::PlanFusion(const ir::Graph& g, const Program& p) {
         auto pit = ops_.find(i - 1);
         if (pit == ops_.end() || !only_reader) break;
         QuantLinearOp& producer = pit->second;
-        if (producer.type != QuantType::kFp8E4M3 || op.type != QuantType::kFp8E4M3 ||
-            producer.residual || producer.batch_rows != op.batch_rows) {
+        if (producer.type != op.type || producer.residual || producer.batch_rows != op.batch_rows) {
           break;
         }
-        producer.fp8_out = true;
+        // INT8: only the own GEMM writes int8, and only after a GELU (int8_gemm_kernels.h).
+        if (op.type == QuantType::kInt8 && producer.activation != Activation::kGelu) break;
+        (op.type == QuantType::kInt8 ? producer.int8_out : producer.fp8_out) = true;
         producer.out_inv_scale = 1.f / op.x_scale;
         producer.out_slot = 1 - producer.in_slot;
         op.in_slot = producer.out_slot;
@@ -346,11 +348,13 @@ Status QuantLinears::Prepare(cublasLtHandle_t handle, size_t ws, int64_t max_tok
     return counts;
   };
   // First every layer as a plain quantised Linear (FP16 out)...
-  std::map<size_t, bool> wants_fp8_out;
+  std::map<size_t, bool> wants_fp8_out, wants_int8_out;
   for (auto it = ops_.begin(); it != ops_.end();) {
     QuantLinearOp& op = it->second;
     wants_fp8_out[it->first] = op.fp8_out;
+    wants_int8_out[it->first] = op.int8_out;
     op.fp8_out = false;
+    op.int8_out = false;
     const std::vector<int64_t> counts = counts_of(op);
     Status st = ChooseQuantGemm(handle, probe, counts, QuantGemmMode::kFusedEpilogue, &op);
     if (st.code() == StatusCode::kUnimplemented) {
@@ -373,10 +377,34 @@ Status QuantLinears::Prepare(cublasLtHandle_t handle, size_t ws, int64_t max_tok
     // (settled on the previous step).
     if (op.input_ready && !copies_.count(i - 1)) {
       auto prev = ops_.find(i - 1);
-      op.input_ready = prev != ops_.end() && prev->second.fp8_out;
+      op.input_ready = prev != ops_.end() && (prev->second.fp8_out || prev->second.int8_out);
     }
     if (!op.input_ready) op.in_slot = 0;
     auto next = ops_.find(i + 1);
+    if (wants_int8_out[i] && next != ops_.end()) {
+      // Kept where the own GEMM takes the int8 output at every count (where cuBLASLt runs the
+      // layer at a call, a quantise pass follows it).
+      bool runs = true;
+      for (int64_t r : counts_of(op)) {
+        const QuantGemmOperands o = probe.Operands(op, RoundUp16(r));
+        Int8GemmArgs a = OwnInt8GemmArgs(op, r, o.xq, o.bias, nullptr, o.out);
+        a.w = o.w;
+        a.scale = o.scales;
+        a.int8_out = true;
+        runs = runs && Int8GemmCanImplement(a);
+      }
+      if (runs) {
+        op.int8_out = true;
+        op.out_slot = 1 - op.in_slot;
+        next->second.in_slot = op.out_slot;
+      } else {
+        SURGE_LOG_INFO("cuda backend: layer '{}' writes fp16 and the next layer quantises it: no "
+                       "int8 GEMM of this device writes its int8 output",
+                       op.node);
+        next->second.input_ready = false;
+      }
+      continue;
+    }
     if (!wants_fp8_out[i] || next == ops_.end()) continue;
     QuantLinearOp fused = op;
     fused.fp8_out = true;
@@ -419,11 +447,97 @@ Status QuantLinears::Prepare(cublasLtHandle_t handle, size_t ws, int64_t max_tok
   return Status::Ok();
 }
 
+namespace {
+
+// The fastest tile of the own INT8 GEMM for `op` at `rows` and its time (us), or tile -1 when
+// none beats cuBLASLt's path: its GEMM (`cublas_us`) plus the passes it needs after it.
+Result<std::pair<int, float>> TimeOwnInt8(const QuantProbeBuffers& probe, int64_t rows,
+                                          float cublas_us, cudaStream_t stream,
+                                          const QuantLinearOp* op) {
+  const int64_t gemm_rows = QuantGemmRows(*op, rows);
+  const QuantGemmOperands o = probe.Operands(*op, gemm_rows);
+  // What cuBLASLt's path costs beyond its GEMM: the dequantise pass of the accumulating modes
+  // (the accumulator at o.out, FP16 out over the residual buffer) and, for int8_out, the quantise
+  // pass of FP16 y into the next layer's input.
+  // Device time of one launch (`launch` returns its cudaError_t).
+  auto time_launch = [stream](auto launch) -> Result<float> {
+    return TimeBackToBack(
+        [&]() -> Status {
+          SURGE_CUDA_RETURN_IF_ERROR(launch());
+          return Status::Ok();
+        },
+        stream);
+  };
+  float rest_us = 0;
+  if (QuantGemmModeAccumulates(op->mode)) {
+    DequantizeArgs da;
+    da.rows = rows;
+    da.cols = static_cast<int>(op->n);
+    da.acc = o.out;
+    da.float_acc = op->mode == QuantGemmMode::kFloat32;
+    da.scale = da.float_acc ? nullptr : o.scales;
+    da.bias = o.bias;
+    da.activation = op->activation;
+    da.residual = nullptr;
+    da.y = const_cast<void*>(o.residual != nullptr ? o.residual : o.unused_c);
+    if (op->residual) da.residual = da.y;
+    if (DequantizeCanImplement(da)) {
+      auto us = time_launch([&] { return DequantizeRun(da, nullptr, stream); });
+      if (us.ok()) rest_us += *us;
+    }
+  }
+  if (op->int8_out) {
+    QuantizeArgs qa{QuantType::kInt8, rows * op->n, o.unused_c, 1.f, o.out};
+    if (QuantizeCanImplement(qa)) {
+      auto us = time_launch([&] { return QuantizeRun(qa, nullptr, stream); });
+      if (us.ok()) rest_us += *us;
+    }
+  }
+  Int8GemmArgs a = OwnInt8GemmArgs(*op, rows, o.xq, o.bias, o.residual, o.out);
+  a.w = o.w;
+  a.scale = o.scales;
+  a.int8_out = op->int8_out;
+  a.out_inv_scale = 1.f / 64;
+  std::pair<int, float> best{-1, cublas_us + rest_us};
+  for (int tile = 0; tile < Int8GemmTileCount(); ++tile) {
+    a.tile = tile;
+    if (!Int8GemmCanImplement(a) || Int8GemmWorkspaceSize(a) > probe.workspace_bytes()) continue;
+    auto us = time_launch([&] { return Int8GemmRun(a, o.workspace, stream); });
+    if (!us.ok()) {
+      return us.status().WithContext(
+          fmt::format("timing the int8 GEMM ({}) of layer '{}' at {} rows",
+                      Int8GemmTileName(tile), op->node, rows));
+    }
+    if (*us < best.second) best = {tile, *us};
+  }
+  return best;
+}
+
+}  // namespace
+
+Int8GemmArgs OwnInt8GemmArgs(const QuantLinearOp& op, int64_t rows, const void* xq,
+                             const void* bias, const void* residual, void* y) {
+  Int8GemmArgs a;
+  a.m = rows;
+  a.n = op.n;
+  a.k = op.k;
+  a.x = xq;
+  a.w = op.w_dev;
+  a.scale = op.scales_dev;
+  a.bias = op.bias ? bias : nullptr;
+  a.activation = op.activation;
+  a.residual = op.residual ? residual : nullptr;
+  a.y = y;
+  a.out_inv_scale = op.out_inv_scale;
+  return a;
+}
+
 Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& probe,
                              int64_t max_token_rows, int64_t max_batch_rows) {
   cudaStream_t stream = nullptr;
   SURGE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::map<std::string, std::pair<cublasLtMatmulAlgo_t, float>> done;  // by desc key
+  std::map<std::string, std::pair<int, float>> own_done;  // own INT8 GEMM: tile, us
   Status st = Status::Ok();
   for (auto& [i, op] : ops_) {
     const int64_t max_rows = op.batch_rows ? max_batch_rows : max_token_rows;
@@ -451,6 +565,23 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
         hit = done.emplace(d.Key(), std::make_pair((*g)->algo(), (*g)->tuned_us())).first;
       }
       op.tuned[bucket] = hit->second;
+      if (op.type == QuantType::kInt8) {
+        const std::string key = d.Key() + (op.int8_out ? " i8out" : "");
+        auto own = own_done.find(key);
+        if (own == own_done.end()) {
+          auto timed = TimeOwnInt8(probe, rows, hit->second.second, stream, &op);
+          if (!timed.ok()) {
+            st = timed.status();
+            break;
+          }
+          own = own_done.emplace(key, *timed).first;
+        }
+        if (own->second.first >= 0) {
+          op.own[RowBucket(rows)] = own->second;
+        } else {
+          op.own.erase(RowBucket(rows));
+        }
+      }
     }
     if (!st.ok()) break;
   }
@@ -472,8 +603,9 @@ std::string QuantLinears::FallbackReason(size_t op_index) const {
 QuantLinears::Scratch QuantLinears::ScratchFor(const QuantLinearOp& op, int64_t rows) {
   const int64_t gemm_rows = QuantGemmRows(op, rows);
   Scratch s;
-  s.xq = AlignUp(static_cast<size_t>(gemm_rows * (op.fp8_out ? std::max(op.k, op.n) : op.k)));
-  s.slots = op.in_slot != 0 || (op.fp8_out && op.out_slot != 0) ? 2 : 1;
+  const bool q_out = op.fp8_out || op.int8_out;
+  s.xq = AlignUp(static_cast<size_t>(gemm_rows * (q_out ? std::max(op.k, op.n) : op.k)));
+  s.slots = op.in_slot != 0 || (q_out && op.out_slot != 0) ? 2 : 1;
   if (QuantGemmModeAccumulates(op.mode)) {
     s.acc = AlignUp(static_cast<size_t>(gemm_rows * op.n) * 4);
   }
@@ -497,7 +629,13 @@ std::string QuantLinears::Describe(const QuantLinearOp& op) const {
   for (const auto& [bucket, algo] : op.tuned) {
     tactics += fmt::format(" rows~2^{}: {:.1f} us;", bucket, algo.second);
   }
-  return fmt::format("cublasLt {} gemm ({}{}{}) k={} n={} W[N,K] x_scale={:.4g} w_scale={}{}{}{}",
+  std::string own;
+  for (const auto& [bucket, tile] : op.own) {
+    own += fmt::format(" rows~2^{}: {} {:.1f} us;", bucket, Int8GemmTileName(tile.first),
+                       tile.second);
+  }
+  if (!own.empty()) own = "; own int8 gemm (fused epilogue) where faster:" + own;
+  return fmt::format("cublasLt {} gemm ({}{}{}) k={} n={} W[N,K] x_scale={:.4g} w_scale={}{}{}{}{}{}",
                      op.type == QuantType::kInt8 ? "int8" : "fp8 e4m3", QuantGemmModeName(op.mode),
                      op.type == QuantType::kInt8
                          ? ""
@@ -507,7 +645,8 @@ std::string QuantLinears::Describe(const QuantLinearOp& op) const {
                                                  : fmt::format("{:.4g}", op.w_scales[0]),
                      op.input_ready ? "; input quantised by the op before" : "",
                      op.fp8_out ? "; writes the next layer's e4m3 input" : "",
-                     tactics.empty() ? "" : "; tactics:" + tactics);
+                     op.int8_out ? "; writes the next layer's int8 input" : "",
+                     tactics.empty() ? "" : "; tactics:" + tactics, own);
 }
 
 Status QuantLinearRunner::Init(const QuantLinears::Scratch& s) {
@@ -557,12 +696,25 @@ Status QuantLinearRunner::Gemm(const QuantLinearOp& op, cublasLtHandle_t handle,
                                size_t ws_bytes, cudaStream_t stream) {
   if (rows == 0) return Status::Ok();
   const int64_t gemm_rows = QuantGemmRows(op, rows);
-  if (op.in_slot >= slots_ || (op.fp8_out && op.out_slot >= slots_) ||
-      static_cast<size_t>(gemm_rows * (op.fp8_out ? std::max(op.k, op.n) : op.k)) > xq_bytes_) {
+  const bool q_out = op.fp8_out || op.int8_out;
+  if (op.in_slot >= slots_ || (q_out && op.out_slot >= slots_) ||
+      static_cast<size_t>(gemm_rows * (q_out ? std::max(op.k, op.n) : op.k)) > xq_bytes_) {
     return InternalError("quantised layer '{}': {} rows exceed the context's scratch", op.node,
                          rows);
   }
   const void* xq = Slot(op.in_slot);
+  if (auto own = op.own.find(RowBucket(rows)); own != op.own.end()) {
+    Int8GemmArgs a = OwnInt8GemmArgs(op, rows, xq, bias, residual, y);
+    a.tile = own->second.first;
+    if (op.int8_out) {
+      a.int8_out = true;
+      a.y = Slot(op.out_slot);
+    }
+    if (Int8GemmCanImplement(a) && Int8GemmWorkspaceSize(a) <= ws_bytes) {
+      SURGE_CUDA_RETURN_IF_ERROR(Int8GemmRun(a, ws, stream));
+      return Status::Ok();
+    }
+  }
   // The e4m3 output as planned; should cuBLASLt refuse it at this row count, FP16 y and a quantise
   // pass into the next layer's slot.
   bool fp8_out = op.fp8_out && !fp8_refused_.count({op.op, rows});
@@ -616,9 +768,9 @@ Status QuantLinearRunner::Gemm(const QuantLinearOp& op, cublasLtHandle_t handle,
     }
     first = static_cast<QuantGemmMode>(static_cast<int>(refused) + 1);
   }
-  if (op.fp8_out && !fp8_out) {
+  if ((op.fp8_out && !fp8_out) || op.int8_out) {
     // FP16 y was written instead: quantise it for the next layer.
-    QuantizeArgs qa{QuantType::kFp8E4M3, rows * op.n, y, op.out_inv_scale, Slot(op.out_slot)};
+    QuantizeArgs qa{op.type, rows * op.n, y, op.out_inv_scale, Slot(op.out_slot)};
     if (!QuantizeCanImplement(qa)) {
       return InternalError("layer '{}': quantize cannot run on these buffers", op.node);
     }

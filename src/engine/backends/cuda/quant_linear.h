@@ -18,6 +18,9 @@
 // Each layer's GEMM algorithms are timed when the engine loads at every power-of-two row count up
 // to the profile's largest (QuantGemm::Tune, shapes shared by layers timed once); a call uses the
 // fastest of its row count's bucket (floor(log2 rows)) when cuBLASLt accepts it for that count.
+// INT8 layers on Hopper also time Surge's own INT8 GEMM (int8_gemm_kernels.h: the dequantising
+// epilogue fused, FP16 or the next INT8 layer's input out) in each tile configuration at the same
+// counts, and run it in the buckets where it beats cuBLASLt's INT32 GEMM plus its dequantise pass.
 //
 // How each layer's GEMM runs is chosen when the engine loads, by running it (ChooseQuantGemm):
 // the most fused mode, FP8 scales as scale pointers or as alpha, at the profile's largest row
@@ -40,6 +43,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "engine/backends/cuda/int8_gemm_kernels.h"
 #include "engine/backends/cuda/lowering.h"
 #include "engine/backends/cuda/quant_gemm.h"
 #include "engine/ir/graph.h"
@@ -75,6 +79,15 @@ struct QuantLinearOp {
   int out_slot = 0;           // fp8_out: the next op's in_slot
   // Tuned algorithms by row-count bucket (floor(log2 gemm rows)) and their times (us).
   std::map<int, std::pair<cublasLtMatmulAlgo_t, float>> tuned;
+  // INT8: Surge's own GEMM (int8_gemm_kernels.h) by row-count bucket (floor(log2 rows)): the tile
+  // configuration and its time (us), for the buckets where it ran faster than cuBLASLt's GEMM
+  // plus the passes that one needs after it (dequantise; quantise for int8_out). Other buckets,
+  // and calls it cannot take, run cuBLASLt.
+  std::map<int, std::pair<int, float>> own;
+  // INT8 with GELU, read only by the INT8 Linear after it (FFN1 -> FFN2): the own GEMM writes that
+  // layer's int8 input (slot out_slot, at out_inv_scale) instead of FP16 y; where cuBLASLt runs
+  // the layer, y is written and quantised into the slot.
+  bool int8_out = false;
 };
 
 // FP8 scales on the device: w_scale at 0, x_scale at this float offset (256 bytes on).
@@ -103,6 +116,11 @@ struct DeviceFreeDeleter {
   void operator()(void* p) const;
 };
 using DeviceBuffer = std::unique_ptr<void, DeviceFreeDeleter>;
+
+// The own INT8 GEMM's arguments for `op` at `rows` on the given device operands (int8_out and
+// the tile left for the caller).
+Int8GemmArgs OwnInt8GemmArgs(const QuantLinearOp& op, int64_t rows, const void* xq,
+                             const void* bias, const void* residual, void* y);
 
 // Device operands big enough for every layer ChooseQuantGemm probes and QuantGemm::Tune times:
 // weights and inputs hold bytes of moderate e4m3 (or int8) values, the rest zeros.

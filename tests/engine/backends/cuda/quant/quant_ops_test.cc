@@ -18,6 +18,7 @@
 
 #include "engine/backends/cuda/attention_kernels.h"
 #include "engine/backends/cuda/cuda_backend.h"
+#include "engine/backends/cuda/int8_gemm_kernels.h"
 #include "engine/backends/cuda/layer_norm_kernels.h"
 #include "engine/backends/cuda/quant_linear.h"
 #include "engine/ir/eval.h"
@@ -220,13 +221,19 @@ struct OpCase {
   bool bias, residual;
   QuantGemmMode first;
   bool fp8_out = false;  // e4m3 output for a next FP8 layer (QuantGemmDesc::fp8_out)
+  // INT8: the own GEMM (int8_gemm_kernels.h) in this tile configuration instead of cuBLASLt's
+  // (-1: cuBLASLt), and the next INT8 layer's input as output (QuantLinearOp::int8_out).
+  int own_tile = -1;
+  bool int8_out = false;
 };
 
 std::string Name(const OpCase& c) {
-  return fmt::format("{} m={} n={} k={} act={} bias={} res={} first={}{}",
+  return fmt::format("{} m={} n={} k={} act={} bias={} res={} first={}{}{}{}",
                      c.type == QuantType::kInt8 ? "int8" : "fp8", c.m, c.n, c.k,
                      static_cast<int>(c.act), c.bias, c.residual, QuantGemmModeName(c.first),
-                     c.fp8_out ? " e4m3 out" : "");
+                     c.fp8_out ? " e4m3 out" : "", c.int8_out ? " int8 out" : "",
+                     c.own_tile >= 0 ? fmt::format(" own gemm {}", Int8GemmTileName(c.own_tile))
+                                     : std::string());
 }
 
 void CheckLinear(const OpCase& c, uint32_t seed) {
@@ -261,6 +268,14 @@ void CheckLinear(const OpCase& c, uint32_t seed) {
     op.out_inv_scale = 1.f / out_step;
     op.out_slot = 1;
   }
+  const bool q_out = c.fp8_out || c.int8_out;
+  const float out_step8 = 3.f / 127.f;  // int8_out: the next layer's step
+  if (c.int8_out) {
+    op.int8_out = true;
+    op.out_inv_scale = 1.f / out_step8;
+    op.out_slot = 1;
+  }
+  if (c.own_tile >= 0) op.own[RowBucket(c.m)] = {c.own_tile, 0.f};
 
   cublasLtHandle_t lt = nullptr;
   ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
@@ -306,7 +321,16 @@ void CheckLinear(const OpCase& c, uint32_t seed) {
   std::vector<uint16_t> yh(c.m * c.n);
   cudaMemcpy(yh.data(), dy.p, yh.size() * 2, cudaMemcpyDeviceToHost);
   std::vector<uint8_t> y8;
-  if (c.fp8_out) y8 = Bytes(runner.Slot(1), c.m * c.n);
+  if (q_out) y8 = Bytes(runner.Slot(1), c.m * c.n);
+  // Whether the own GEMM ran (it cannot take every epilogue; the others run cuBLASLt).
+  Int8GemmArgs own_args = OwnInt8GemmArgs(op, c.m, runner.Slot(0), c.bias ? db.p : nullptr,
+                                          c.residual ? dr.p : nullptr, dy.p);
+  own_args.w = dw.p;
+  own_args.scale = ds.as<float>();
+  own_args.int8_out = c.int8_out;
+  own_args.tile = std::max(c.own_tile, 0);
+  const bool own = c.own_tile >= 0 && Int8GemmCanImplement(own_args);
+  if (own) std::printf("  ran the own int8 GEMM\n");
   cublasLtDestroy(lt);
 
   // The rows checked: all of them, or on large shapes every 8th and the last (rows are
@@ -361,7 +385,8 @@ void CheckLinear(const OpCase& c, uint32_t seed) {
   ASSERT_TRUE(ir::EvalNode(node, ins, &ref_out).ok());
   const float* ref32 = ref_out[0].data_as<float>();
 
-  const bool tanh_gelu = op.mode == QuantGemmMode::kFusedEpilogue && c.act == Activation::kGelu;
+  const bool tanh_gelu =
+      (own || op.mode == QuantGemmMode::kFusedEpilogue) && c.act == Activation::kGelu;
   const double lip = (c.act == Activation::kGelu || c.act == Activation::kGeluTanh) ? 1.13 : 1.0;
   double worst_exact = 0, worst_bound = 0, dot = 0, na = 0, nb = 0;
   int64_t saturated = 0, nonfinite = 0;
@@ -390,10 +415,22 @@ void CheckLinear(const OpCase& c, uint32_t seed) {
         want = std::clamp(want, -sat, sat);
         ref = std::clamp(ref, -sat, sat);
       }
-      const double got = c.fp8_out ? E4m3ToFloatHost(y8[i * c.n + j]) * double{out_step}
-                                   : HalfToFloatHost(yh[i * c.n + j]);
+      // An int8 output: the value in steps of the next layer, saturating at -128 .. 127 steps.
+      if (c.int8_out) {
+        const double lo = -128.0 * out_step8, hi = 127.0 * out_step8;
+        saturated += want < lo || want > hi;
+        want = std::clamp(want, lo, hi);
+        ref = std::clamp(ref, lo, hi);
+      }
+      const double got =
+          c.fp8_out    ? E4m3ToFloatHost(y8[i * c.n + j]) * double{out_step}
+          : c.int8_out ? static_cast<int8_t>(y8[i * c.n + j]) * double{out_step8}
+                       : HalfToFloatHost(yh[i * c.n + j]);
+      // The cuBLASLt path rounds to FP16 before quantising: up to a step more than half of one.
       const double out_round =
-          c.fp8_out ? std::ldexp(std::abs(want), -4) + std::ldexp(double{out_step}, -9) : 0.0;
+          c.fp8_out    ? std::ldexp(std::abs(want), -4) + std::ldexp(double{out_step}, -9)
+          : c.int8_out ? double{out_step8} * (own ? 0.5 : 1.0) * 1.001
+                       : 0.0;
       const double tol = std::ldexp(std::abs(want) + std::abs(pre), -9) +
                          mag * (int8 ? 1e-7 : std::ldexp(1.0, -12)) + 1e-4 + out_round;
       nonfinite += !std::isfinite(got);
@@ -411,11 +448,11 @@ void CheckLinear(const OpCase& c, uint32_t seed) {
   EXPECT_LE(worst_bound, 1.0) << what << " vs the FP32 reference bound";
   const double cosine = dot / std::sqrt(na) / std::sqrt(nb);
   if (c.k >= 64) {
-    EXPECT_GE(cosine, c.fp8_out ? 0.998 : 0.999) << what;
+    EXPECT_GE(cosine, q_out ? 0.998 : 0.999) << what;
   }
   std::printf("  cosine to FP32 %.6f (%lld of %lld rows checked", cosine,
               static_cast<long long>(nr), static_cast<long long>(c.m));
-  if (c.fp8_out) std::printf(", %lld outputs saturated", static_cast<long long>(saturated));
+  if (q_out) std::printf(", %lld outputs saturated", static_cast<long long>(saturated));
   std::printf(")\n");
 }
 
@@ -455,6 +492,72 @@ TEST(QuantLinearGpu, Int8AndFp8InEveryModeMatchTheReferences) {
       }
     }
   }
+}
+
+TEST(QuantLinearGpu, OwnInt8GemmInEveryTileAndEpilogueMatchesTheReferences) {
+  SKIP_WITHOUT_GPU();
+  // Odd row counts (partial tiles), one row, rows past one wave of tiles, N and K of 16 steps.
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
+      {1, 64, 64}, {37, 192, 64}, {16, 48, 80}, {200, 768, 768}, {513, 3072, 768},
+      {256, 768, 3072}};
+  // (activation, bias, residual, int8 out); tanh is not the own GEMM's and runs cuBLASLt (the
+  // case checks that fallback).
+  const std::vector<std::tuple<Activation, bool, bool, bool>> epilogues = {
+      {Activation::kNone, true, false, false}, {Activation::kGelu, true, false, false},
+      {Activation::kNone, true, true, false},  {Activation::kNone, false, false, false},
+      {Activation::kGelu, true, false, true},  {Activation::kGelu, false, false, true},
+      {Activation::kGeluTanh, true, false, false}, {Activation::kTanh, true, false, false}};
+  uint32_t seed = 1000;
+  for (int tile = 0; tile < Int8GemmTileCount(); ++tile) {
+    for (auto [m, n, k] : shapes) {
+      for (auto [act, bias, residual, int8_out] : epilogues) {
+        const bool large = m * n * k > (int64_t{1} << 27);
+        if (large && (act == Activation::kTanh || !bias)) continue;
+        OpCase c{QuantType::kInt8, m, n, k, act, bias, residual, QuantGemmMode::kFusedEpilogue};
+        c.own_tile = tile;
+        c.int8_out = int8_out;
+        CheckLinear(c, seed++);
+      }
+    }
+  }
+  // The int8 output where cuBLASLt runs the layer: FP16 y, then a quantise pass.
+  OpCase c{QuantType::kInt8, 37, 192, 64, Activation::kGelu, true, false,
+           QuantGemmMode::kFusedEpilogue};
+  c.int8_out = true;
+  CheckLinear(c, seed++);
+}
+
+TEST(QuantLinearGpu, OwnInt8GemmRefusesWhatItCannotRun) {
+  SKIP_WITHOUT_GPU();
+  Dev x(4096), w(4096), s(1024), y(8192);
+  Int8GemmArgs a;
+  a.m = 16;
+  a.n = 64;
+  a.k = 64;
+  a.x = x.p;
+  a.w = w.p;
+  a.scale = s.as<float>();
+  a.y = y.p;
+  ASSERT_TRUE(Int8GemmCanImplement(a));
+  auto refused = [&](auto change, const char* what) {
+    Int8GemmArgs b = a;
+    change(b);
+    EXPECT_FALSE(Int8GemmCanImplement(b)) << what;
+  };
+  refused([](Int8GemmArgs& b) { b.n = 72; }, "N not a multiple of 16");
+  refused([](Int8GemmArgs& b) { b.k = 40; }, "K not a multiple of 16");
+  refused([](Int8GemmArgs& b) { b.m = 0; }, "no rows");
+  refused([&](Int8GemmArgs& b) { b.x = x.as<char>() + 8; }, "misaligned input");
+  refused([](Int8GemmArgs& b) { b.activation = Activation::kRelu; }, "relu");
+  refused([](Int8GemmArgs& b) { b.int8_out = true; }, "int8 output without GELU");
+  refused(
+      [&](Int8GemmArgs& b) {
+        b.activation = Activation::kGelu;
+        b.residual = y.p;
+      },
+      "GELU with a residual");
+  refused([](Int8GemmArgs& b) { b.tile = Int8GemmTileCount(); }, "unknown tile");
+  EXPECT_EQ(Int8GemmRun(Int8GemmArgs{}, nullptr, nullptr), cudaErrorInvalidValue);
 }
 
 TEST(QuantLinearGpu, Fp8ScalesSitApartAndCanBeTheAlpha) {

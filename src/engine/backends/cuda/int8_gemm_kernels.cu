@@ -1,0 +1,109 @@
+#include "engine/backends/cuda/int8_gemm_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include "engine/backends/cuda/int8_gemm.cuh"
+
+namespace surge::engine::cuda {
+namespace {
+
+struct Device {
+  bool hopper = false;
+  int sm_count = 0;
+};
+
+// The current device's properties, read once per device.
+const Device& CurrentDevice() {
+  constexpr int kMaxDevices = 64;
+  static Device devices[kMaxDevices];
+  static bool known[kMaxDevices] = {};
+  int d = 0;
+  if (cudaGetDevice(&d) != cudaSuccess || d < 0 || d >= kMaxDevices) {
+    static const Device none;
+    return none;
+  }
+  if (!known[d]) {
+    int major = 0, minor = 0, sms = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, d);
+    devices[d] = Device{major == 9 && minor == 0, sms};
+    known[d] = true;
+  }
+  return devices[d];
+}
+
+bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The tile configuration and epilogue of `a`; false when none applies.
+bool Select(const Int8GemmArgs& a, int8_gemm::TileOps* ops) {
+  int8_gemm::Epilogue e;
+  if (!int8_gemm::EpilogueOf(a, &e)) return false;
+  switch (a.tile) {
+    case 0:
+      *ops = int8_gemm::Tile128x128(e);
+      return true;
+    case 1:
+      *ops = int8_gemm::Tile64x128(e);
+      return true;
+    case 2:
+      *ops = int8_gemm::Tile128x128PingPong(e);
+      return true;
+    case 3:
+      *ops = int8_gemm::Tile128x128PingPongCluster2(e);
+      return true;
+    default:
+      return false;
+  }
+}
+
+// What CanImplement checks before asking CUTLASS: device, shape, pointers and their alignment.
+bool ArgumentsValid(const Int8GemmArgs& a) {
+  if (!CurrentDevice().hopper) return false;
+  if (a.m < 1 || a.n < 16 || a.k < 16 || a.n % 16 != 0 || a.k % 16 != 0) return false;
+  if (a.m > INT32_MAX || a.n > INT32_MAX || a.k > INT32_MAX) return false;
+  if (a.x == nullptr || a.w == nullptr || a.scale == nullptr || a.y == nullptr) return false;
+  for (const void* p : {a.x, a.w, static_cast<const void*>(a.scale), a.bias, a.residual,
+                        static_cast<const void*>(a.y)}) {
+    if (p != nullptr && !Aligned(p)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int Int8GemmTileCount() { return 4; }
+
+const char* Int8GemmTileName(int tile) {
+  switch (tile) {
+    case 0:
+      return "128x128x128 cooperative";
+    case 1:
+      return "64x128x128 ping-pong";
+    case 2:
+      return "128x128x128 ping-pong";
+    case 3:
+      return "128x128x128 ping-pong, 2x1 clusters";
+    default:
+      return "unknown";
+  }
+}
+
+bool Int8GemmCanImplement(const Int8GemmArgs& a) {
+  int8_gemm::TileOps ops;
+  return ArgumentsValid(a) && Select(a, &ops) && ops.can_implement(a, CurrentDevice().sm_count);
+}
+
+size_t Int8GemmWorkspaceSize(const Int8GemmArgs& a) {
+  int8_gemm::TileOps ops;
+  if (!Select(a, &ops)) return 0;
+  return ops.workspace_size(a, CurrentDevice().sm_count);
+}
+
+cudaError_t Int8GemmRun(const Int8GemmArgs& a, void* workspace, cudaStream_t stream) {
+  int8_gemm::TileOps ops;
+  if (!ArgumentsValid(a) || !Select(a, &ops)) return cudaErrorInvalidValue;
+  return ops.run(a, CurrentDevice().sm_count, workspace, stream);
+}
+
+}  // namespace surge::engine::cuda
