@@ -46,10 +46,11 @@ std::vector<float> QuantScaleFloats(const QuantLinearOp& op) {
     for (float w : op.w_scales) s.push_back(op.x_scale * w);
     return s;
   }
-  std::vector<float> s((op.fp8_out ? kFp8DScaleAt : kFp8XScaleAt) + 1, 0.f);
+  std::vector<float> s(kFp8ColumnScalesAt + op.n, 0.f);
   s[0] = op.w_scales.empty() ? 1.f : op.w_scales[0];
   s[kFp8XScaleAt] = op.x_scale;
   if (op.fp8_out) s[kFp8DScaleAt] = op.out_inv_scale;
+  std::fill(s.begin() + kFp8ColumnScalesAt, s.end(), s[0] * op.x_scale);
   return s;
 }
 
@@ -79,7 +80,7 @@ Status QuantProbeBuffers::Allocate(int64_t rows, int64_t n, int64_t k, size_t ws
                           static_cast<size_t>(rows_ * n) * 4,
                           static_cast<size_t>(rows_ * n) * 2,
                           static_cast<size_t>(n) * 2,
-                          static_cast<size_t>(std::max<int64_t>(n, kFp8DScaleAt + 1)) * 4,
+                          static_cast<size_t>(kFp8ColumnScalesAt + n) * 4,
                           ws};
   size_t total = 0;
   for (size_t b : sizes) total += AlignUp(std::max<size_t>(b, 1));
@@ -304,7 +305,7 @@ void QuantLinears::PlanFusion(const ir::Graph& g, const Program& p) {
         if (producer.type != op.type || producer.residual || producer.batch_rows != op.batch_rows) {
           break;
         }
-        // INT8: only the own GEMM writes int8, and only after a GELU (int8_gemm_kernels.h).
+        // INT8: only the own GEMM writes int8, and only after a GELU (qgemm_kernels.h).
         if (op.type == QuantType::kInt8 && producer.activation != Activation::kGelu) break;
         (op.type == QuantType::kInt8 ? producer.int8_out : producer.fp8_out) = true;
         producer.out_inv_scale = 1.f / op.x_scale;
@@ -387,11 +388,9 @@ Status QuantLinears::Prepare(cublasLtHandle_t handle, size_t ws, int64_t max_tok
       bool runs = true;
       for (int64_t r : counts_of(op)) {
         const QuantGemmOperands o = probe.Operands(op, RoundUp16(r));
-        Int8GemmArgs a = OwnInt8GemmArgs(op, r, o.xq, o.bias, nullptr, o.out);
-        a.w = o.w;
-        a.scale = o.scales;
-        a.int8_out = true;
-        runs = runs && Int8GemmCanImplement(a);
+        QGemmArgs a = OwnGemmArgs(op, r, o.w, o.scales, o.xq, o.bias, nullptr, o.out);
+        a.q_out = true;
+        runs = runs && QGemmCanImplement(a);
       }
       if (runs) {
         op.int8_out = true;
@@ -449,9 +448,9 @@ Status QuantLinears::Prepare(cublasLtHandle_t handle, size_t ws, int64_t max_tok
 
 namespace {
 
-// The fastest tile of the own INT8 GEMM for `op` at `rows` and its time (us), or tile -1 when
-// none beats cuBLASLt's path: its GEMM (`cublas_us`) plus the passes it needs after it.
-Result<std::pair<int, float>> TimeOwnInt8(const QuantProbeBuffers& probe, int64_t rows,
+// The fastest tile of the own GEMM for `op` at `rows` and its time (us), or tile -1 when none
+// beats cuBLASLt's path: its GEMM (`cublas_us`) plus the passes it needs after it.
+Result<std::pair<int, float>> TimeOwnGemm(const QuantProbeBuffers& probe, int64_t rows,
                                           float cublas_us, cudaStream_t stream,
                                           const QuantLinearOp* op) {
   const int64_t gemm_rows = QuantGemmRows(*op, rows);
@@ -493,20 +492,17 @@ Result<std::pair<int, float>> TimeOwnInt8(const QuantProbeBuffers& probe, int64_
       if (us.ok()) rest_us += *us;
     }
   }
-  Int8GemmArgs a = OwnInt8GemmArgs(*op, rows, o.xq, o.bias, o.residual, o.out);
-  a.w = o.w;
-  a.scale = o.scales;
-  a.int8_out = op->int8_out;
+  QGemmArgs a = OwnGemmArgs(*op, rows, o.w, o.scales, o.xq, o.bias, o.residual, o.out);
+  a.q_out = op->int8_out || op->fp8_out;
   a.out_inv_scale = 1.f / 64;
   std::pair<int, float> best{-1, cublas_us + rest_us};
-  for (int tile = 0; tile < Int8GemmTileCount(); ++tile) {
+  for (int tile = 0; tile < QGemmTileCount(); ++tile) {
     a.tile = tile;
-    if (!Int8GemmCanImplement(a) || Int8GemmWorkspaceSize(a) > probe.workspace_bytes()) continue;
-    auto us = time_launch([&] { return Int8GemmRun(a, o.workspace, stream); });
+    if (!QGemmCanImplement(a) || QGemmWorkspaceSize(a) > probe.workspace_bytes()) continue;
+    auto us = time_launch([&] { return QGemmRun(a, o.workspace, stream); });
     if (!us.ok()) {
-      return us.status().WithContext(
-          fmt::format("timing the int8 GEMM ({}) of layer '{}' at {} rows",
-                      Int8GemmTileName(tile), op->node, rows));
+      return us.status().WithContext(fmt::format("timing the own GEMM ({}) of layer '{}' at {} rows",
+                                                 QGemmTileName(tile), op->node, rows));
     }
     if (*us < best.second) best = {tile, *us};
   }
@@ -515,15 +511,16 @@ Result<std::pair<int, float>> TimeOwnInt8(const QuantProbeBuffers& probe, int64_
 
 }  // namespace
 
-Int8GemmArgs OwnInt8GemmArgs(const QuantLinearOp& op, int64_t rows, const void* xq,
-                             const void* bias, const void* residual, void* y) {
-  Int8GemmArgs a;
+QGemmArgs OwnGemmArgs(const QuantLinearOp& op, int64_t rows, const void* w, const float* scales,
+                      const void* xq, const void* bias, const void* residual, void* y) {
+  QGemmArgs a;
+  a.type = op.type;
   a.m = rows;
   a.n = op.n;
   a.k = op.k;
   a.x = xq;
-  a.w = op.w_dev;
-  a.scale = op.scales_dev;
+  a.w = w;
+  a.scale = op.type == QuantType::kFp8E4M3 ? scales + kFp8ColumnScalesAt : scales;
   a.bias = op.bias ? bias : nullptr;
   a.activation = op.activation;
   a.residual = op.residual ? residual : nullptr;
@@ -537,7 +534,7 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
   cudaStream_t stream = nullptr;
   SURGE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::map<std::string, std::pair<cublasLtMatmulAlgo_t, float>> done;  // by desc key
-  std::map<std::string, std::pair<int, float>> own_done;  // own INT8 GEMM: tile, us
+  std::map<std::string, std::pair<int, float>> own_done;  // own GEMM: tile, us
   Status st = Status::Ok();
   for (auto& [i, op] : ops_) {
     const int64_t max_rows = op.batch_rows ? max_batch_rows : max_token_rows;
@@ -565,11 +562,11 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
         hit = done.emplace(d.Key(), std::make_pair((*g)->algo(), (*g)->tuned_us())).first;
       }
       op.tuned[bucket] = hit->second;
-      if (op.type == QuantType::kInt8) {
+      if (op.type == QuantType::kInt8 || Fp8FastAccumulation()) {
         const std::string key = d.Key() + (op.int8_out ? " i8out" : "");
         auto own = own_done.find(key);
         if (own == own_done.end()) {
-          auto timed = TimeOwnInt8(probe, rows, hit->second.second, stream, &op);
+          auto timed = TimeOwnGemm(probe, rows, hit->second.second, stream, &op);
           if (!timed.ok()) {
             st = timed.status();
             break;
@@ -631,10 +628,10 @@ std::string QuantLinears::Describe(const QuantLinearOp& op) const {
   }
   std::string own;
   for (const auto& [bucket, tile] : op.own) {
-    own += fmt::format(" rows~2^{}: {} {:.1f} us;", bucket, Int8GemmTileName(tile.first),
+    own += fmt::format(" rows~2^{}: {} {:.1f} us;", bucket, QGemmTileName(tile.first),
                        tile.second);
   }
-  if (!own.empty()) own = "; own int8 gemm (fused epilogue) where faster:" + own;
+  if (!own.empty()) own = "; own gemm (fused epilogue) where faster:" + own;
   return fmt::format("cublasLt {} gemm ({}{}{}) k={} n={} W[N,K] x_scale={:.4g} w_scale={}{}{}{}{}{}",
                      op.type == QuantType::kInt8 ? "int8" : "fp8 e4m3", QuantGemmModeName(op.mode),
                      op.type == QuantType::kInt8
@@ -704,14 +701,14 @@ Status QuantLinearRunner::Gemm(const QuantLinearOp& op, cublasLtHandle_t handle,
   }
   const void* xq = Slot(op.in_slot);
   if (auto own = op.own.find(RowBucket(rows)); own != op.own.end()) {
-    Int8GemmArgs a = OwnInt8GemmArgs(op, rows, xq, bias, residual, y);
+    QGemmArgs a = OwnGemmArgs(op, rows, op.w_dev, op.scales_dev, xq, bias, residual, y);
     a.tile = own->second.first;
-    if (op.int8_out) {
-      a.int8_out = true;
+    if (q_out) {
+      a.q_out = true;
       a.y = Slot(op.out_slot);
     }
-    if (Int8GemmCanImplement(a) && Int8GemmWorkspaceSize(a) <= ws_bytes) {
-      SURGE_CUDA_RETURN_IF_ERROR(Int8GemmRun(a, ws, stream));
+    if (QGemmCanImplement(a) && QGemmWorkspaceSize(a) <= ws_bytes) {
+      SURGE_CUDA_RETURN_IF_ERROR(QGemmRun(a, ws, stream));
       return Status::Ok();
     }
   }

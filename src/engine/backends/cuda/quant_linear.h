@@ -18,9 +18,11 @@
 // Each layer's GEMM algorithms are timed when the engine loads at every power-of-two row count up
 // to the profile's largest (QuantGemm::Tune, shapes shared by layers timed once); a call uses the
 // fastest of its row count's bucket (floor(log2 rows)) when cuBLASLt accepts it for that count.
-// INT8 layers on Hopper also time Surge's own INT8 GEMM (int8_gemm_kernels.h: the dequantising
-// epilogue fused, FP16 or the next INT8 layer's input out) in each tile configuration at the same
-// counts, and run it in the buckets where it beats cuBLASLt's INT32 GEMM plus its dequantise pass.
+// On Hopper every layer also times Surge's own quantised GEMM (qgemm_kernels.h: the dequantising
+// epilogue fused, FP16 or the next layer's quantised input out) in each tile configuration at the
+// same counts, and runs it in the buckets where it beats cuBLASLt's GEMM plus the passes that one
+// needs after it (INT8: cuBLASLt writes INT32 and a dequantise pass follows). FP8 layers do so
+// with fast accumulation only (the own FP8 GEMM has no other form).
 //
 // How each layer's GEMM runs is chosen when the engine loads, by running it (ChooseQuantGemm):
 // the most fused mode, FP8 scales as scale pointers or as alpha, at the profile's largest row
@@ -43,8 +45,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "engine/backends/cuda/int8_gemm_kernels.h"
 #include "engine/backends/cuda/lowering.h"
+#include "engine/backends/cuda/qgemm_kernels.h"
 #include "engine/backends/cuda/quant_gemm.h"
 #include "engine/ir/graph.h"
 #include "engine/runtime/backend.h"
@@ -79,7 +81,7 @@ struct QuantLinearOp {
   int out_slot = 0;           // fp8_out: the next op's in_slot
   // Tuned algorithms by row-count bucket (floor(log2 gemm rows)) and their times (us).
   std::map<int, std::pair<cublasLtMatmulAlgo_t, float>> tuned;
-  // INT8: Surge's own GEMM (int8_gemm_kernels.h) by row-count bucket (floor(log2 rows)): the tile
+  // Surge's own GEMM (qgemm_kernels.h) by row-count bucket (floor(log2 rows)): the tile
   // configuration and its time (us), for the buckets where it ran faster than cuBLASLt's GEMM
   // plus the passes that one needs after it (dequantise; quantise for int8_out). Other buckets,
   // and calls it cannot take, run cuBLASLt.
@@ -94,8 +96,11 @@ struct QuantLinearOp {
 constexpr int kFp8XScaleAt = 64;
 // fp8_out: the next layer's 1 / activation step (the e4m3 D scale) at this float offset.
 constexpr int kFp8DScaleAt = 128;
+// FP8: x_scale · w_scale repeated N times (the own GEMM's per-column dequantise step) from here.
+constexpr int kFp8ColumnScalesAt = 192;
 // What scales_dev holds: INT8 x_scale · w_scales[n] (n floats); FP8 w_scale at 0, x_scale at
-// kFp8XScaleAt and, with fp8_out, out_inv_scale at kFp8DScaleAt.
+// kFp8XScaleAt, out_inv_scale at kFp8DScaleAt (with fp8_out; else 0) and N column steps at
+// kFp8ColumnScalesAt.
 std::vector<float> QuantScaleFloats(const QuantLinearOp& op);
 // Rows the GEMM of `op` runs on for `rows` input rows (rounded up to 16 with pad_rows).
 int64_t QuantGemmRows(const QuantLinearOp& op, int64_t rows);
@@ -117,10 +122,10 @@ struct DeviceFreeDeleter {
 };
 using DeviceBuffer = std::unique_ptr<void, DeviceFreeDeleter>;
 
-// The own INT8 GEMM's arguments for `op` at `rows` on the given device operands (int8_out and
-// the tile left for the caller).
-Int8GemmArgs OwnInt8GemmArgs(const QuantLinearOp& op, int64_t rows, const void* xq,
-                             const void* bias, const void* residual, void* y);
+// The own GEMM's arguments for `op` at `rows` on the given device operands: `w` its quantised
+// weight, `scales` floats laid out as QuantScaleFloats(op) (q_out and the tile left to the caller).
+QGemmArgs OwnGemmArgs(const QuantLinearOp& op, int64_t rows, const void* w, const float* scales,
+                      const void* xq, const void* bias, const void* residual, void* y);
 
 // Device operands big enough for every layer ChooseQuantGemm probes and QuantGemm::Tune times:
 // weights and inputs hold bytes of moderate e4m3 (or int8) values, the rest zeros.

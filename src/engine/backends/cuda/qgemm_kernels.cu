@@ -1,8 +1,8 @@
-#include "engine/backends/cuda/int8_gemm_kernels.h"
+#include "engine/backends/cuda/qgemm_kernels.h"
 
 #include <cuda_runtime.h>
 
-#include "engine/backends/cuda/int8_gemm.cuh"
+#include "engine/backends/cuda/qgemm.cuh"
 
 namespace surge::engine::cuda {
 namespace {
@@ -36,29 +36,30 @@ const Device& CurrentDevice() {
 bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The tile configuration and epilogue of `a`; false when none applies.
-bool Select(const Int8GemmArgs& a, int8_gemm::TileOps* ops) {
-  int8_gemm::Epilogue e;
-  if (!int8_gemm::EpilogueOf(a, &e)) return false;
+bool Select(const QGemmArgs& a, qgemm::TileOps* ops) {
+  qgemm::Epilogue e;
+  if (!qgemm::EpilogueOf(a, &e)) return false;
   switch (a.tile) {
     case 0:
-      *ops = int8_gemm::Tile128x128(e);
-      return true;
+      *ops = qgemm::Tile128x128(a.type, e);
+      break;
     case 1:
-      *ops = int8_gemm::Tile64x128(e);
-      return true;
+      *ops = qgemm::Tile64x128(a.type, e);
+      break;
     case 2:
-      *ops = int8_gemm::Tile128x128PingPong(e);
-      return true;
+      *ops = qgemm::Tile128x128PingPong(a.type, e);
+      break;
     case 3:
-      *ops = int8_gemm::Tile128x128PingPongCluster2(e);
-      return true;
+      *ops = qgemm::Tile128x128PingPongCluster2(a.type, e);
+      break;
     default:
       return false;
   }
+  return ops->run != nullptr;
 }
 
 // What CanImplement checks before asking CUTLASS: device, shape, pointers and their alignment.
-bool ArgumentsValid(const Int8GemmArgs& a) {
+bool ArgumentsValid(const QGemmArgs& a) {
   if (!CurrentDevice().hopper) return false;
   if (a.m < 1 || a.n < 16 || a.k < 16 || a.n % 16 != 0 || a.k % 16 != 0) return false;
   if (a.m > INT32_MAX || a.n > INT32_MAX || a.k > INT32_MAX) return false;
@@ -72,9 +73,9 @@ bool ArgumentsValid(const Int8GemmArgs& a) {
 
 }  // namespace
 
-int Int8GemmTileCount() { return 4; }
+int QGemmTileCount() { return 4; }
 
-const char* Int8GemmTileName(int tile) {
+const char* QGemmTileName(int tile) {
   switch (tile) {
     case 0:
       return "128x128x128 cooperative";
@@ -89,19 +90,19 @@ const char* Int8GemmTileName(int tile) {
   }
 }
 
-bool Int8GemmCanImplement(const Int8GemmArgs& a) {
-  int8_gemm::TileOps ops;
+bool QGemmCanImplement(const QGemmArgs& a) {
+  qgemm::TileOps ops;
   return ArgumentsValid(a) && Select(a, &ops) && ops.can_implement(a, CurrentDevice().sm_count);
 }
 
-size_t Int8GemmWorkspaceSize(const Int8GemmArgs& a) {
-  int8_gemm::TileOps ops;
+size_t QGemmWorkspaceSize(const QGemmArgs& a) {
+  qgemm::TileOps ops;
   if (!Select(a, &ops)) return 0;
   return ops.workspace_size(a, CurrentDevice().sm_count);
 }
 
-cudaError_t Int8GemmRun(const Int8GemmArgs& a, void* workspace, cudaStream_t stream) {
-  int8_gemm::TileOps ops;
+cudaError_t QGemmRun(const QGemmArgs& a, void* workspace, cudaStream_t stream) {
+  qgemm::TileOps ops;
   if (!ArgumentsValid(a) || !Select(a, &ops)) return cudaErrorInvalidValue;
   return ops.run(a, CurrentDevice().sm_count, workspace, stream);
 }

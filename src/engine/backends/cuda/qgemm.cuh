@@ -1,6 +1,6 @@
-// The INT8 GEMM kernels of int8_gemm_kernels.h, as templates: one instantiation per tile
-// configuration and epilogue. Each tile configuration is compiled in its own translation unit
-// (int8_gemm_tile*_kernels.cu) so the build runs them in parallel.
+// The quantised GEMM kernels of qgemm_kernels.h, as templates: one instantiation per operand type,
+// tile configuration and epilogue. Each tile configuration is compiled in its own translation
+// unit (qgemm_tile*_kernels.cu) so the build runs them in parallel.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -16,22 +16,22 @@
 
 #include <type_traits>
 
-#include "engine/backends/cuda/int8_gemm_kernels.h"
+#include "engine/backends/cuda/qgemm_kernels.h"
 #include "engine/backends/cuda/launch.cuh"
 
-namespace surge::engine::cuda::int8_gemm {
+namespace surge::engine::cuda::qgemm {
 
 // The epilogues a quantised BERT-class Linear needs: QKV (bias), FFN1 (bias + GELU, FP16 or the
-// next layer's INT8 input), attention projection and FFN2 (bias + residual).
-enum class Epilogue { kBias, kBiasGelu, kBiasResidual, kBiasGeluInt8 };
+// next layer's quantised input), attention projection and FFN2 (bias + residual).
+enum class Epilogue { kBias, kBiasGelu, kBiasResidual, kBiasGeluQuantised };
 
 // Which epilogue runs `a` (false: none here does).
-inline bool EpilogueOf(const Int8GemmArgs& a, Epilogue* e) {
+inline bool EpilogueOf(const QGemmArgs& a, Epilogue* e) {
   const bool gelu = a.activation == Activation::kGelu || a.activation == Activation::kGeluTanh;
   if (a.activation != Activation::kNone && !gelu) return false;
-  if (a.int8_out) {
+  if (a.q_out) {
     if (!gelu || a.residual != nullptr) return false;
-    *e = Epilogue::kBiasGeluInt8;
+    *e = Epilogue::kBiasGeluQuantised;
   } else if (a.residual != nullptr) {
     if (gelu) return false;
     *e = Epilogue::kBiasResidual;
@@ -45,7 +45,24 @@ using namespace cute;
 namespace fusion = cutlass::epilogue::fusion;
 constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
 
-template <class TileShape, Epilogue kEpi>
+// Operand types: INT8 accumulates in INT32; FP8 e4m3 in FP32 with the tensor cores' own
+// accumulator over the whole K loop (fast accumulation, as the cuBLASLt FP8 path by default).
+template <class Element>
+struct Operand;
+template <>
+struct Operand<int8_t> {
+  using Accumulator = int32_t;
+  using Cooperative = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using PingPong = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+};
+template <>
+struct Operand<cutlass::float_e4m3_t> {
+  using Accumulator = float;
+  using Cooperative = cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum;
+  using PingPong = cutlass::gemm::KernelTmaWarpSpecializedPingpongFP8FastAccum;
+};
+
+template <class TileShape, class Element, Epilogue kEpi>
 struct Fusion {
   using Scale = fusion::Sm90RowBroadcast<0, TileShape, float, float>;
   using Bias = fusion::Sm90RowBroadcast<0, TileShape, cutlass::half_t, float>;
@@ -59,9 +76,9 @@ struct Fusion {
   using Gelu = fusion::Sm90EVT<
       fusion::Sm90Compute<cutlass::epilogue::thread::GELU_taylor, Out, float, kRound>, Child>;
 
-  static constexpr bool kInt8Out = kEpi == Epilogue::kBiasGeluInt8;
+  static constexpr bool kQuantisedOut = kEpi == Epilogue::kBiasGeluQuantised;
   static constexpr bool kResidual = kEpi == Epilogue::kBiasResidual;
-  using ElementD = std::conditional_t<kInt8Out, int8_t, cutlass::half_t>;
+  using ElementD = std::conditional_t<kQuantisedOut, Element, cutlass::half_t>;
   using ElementC = std::conditional_t<kResidual, cutlass::half_t, void>;
 
   using Evt = std::conditional_t<
@@ -72,10 +89,10 @@ struct Fusion {
               kEpi == Epilogue::kBiasResidual,
               fusion::Sm90EVT<fusion::Sm90Compute<cutlass::plus, cutlass::half_t, float, kRound>,
                               Dequant<float>, fusion::Sm90SrcFetch<cutlass::half_t>>,
-              fusion::Sm90EVT<fusion::Sm90Compute<cutlass::multiplies, int8_t, float, kRound>,
+              fusion::Sm90EVT<fusion::Sm90Compute<cutlass::multiplies, Element, float, kRound>,
                               Gelu<float, Dequant<float>>, fusion::Sm90ScalarBroadcast<float>>>>>;
 
-  static typename Evt::Arguments Args(const Int8GemmArgs& a) {
+  static typename Evt::Arguments Args(const QGemmArgs& a) {
     using DequantArgs = typename Dequant<float>::Arguments;
     const auto* bias = static_cast<const cutlass::half_t*>(a.bias);
     if constexpr (kEpi == Epilogue::kBias) {
@@ -92,22 +109,24 @@ struct Fusion {
   }
 };
 
-template <class TileShape, class ClusterShape, class MainSchedule, class EpiSchedule,
-          Epilogue kEpi>
+template <class TileShape, class ClusterShape, class Element, class MainSchedule,
+          class EpiSchedule, Epilogue kEpi>
 struct Kernel {
-  using F = Fusion<TileShape, kEpi>;
+  using F = Fusion<TileShape, Element, kEpi>;
   using ElementD = typename F::ElementD;
   using ElementC = typename F::ElementC;
   static constexpr int kAlignD = 16 / sizeof(ElementD);
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, int32_t, float, ElementC,
+      cutlass::epilogue::collective::EpilogueTileAuto, typename Operand<Element>::Accumulator,
+      float, ElementC,
       cutlass::layout::RowMajor, kAlignD, ElementD, cutlass::layout::RowMajor, kAlignD,
       EpiSchedule, typename F::Evt>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, int8_t, cutlass::layout::RowMajor, 16,
-      int8_t, cutlass::layout::ColumnMajor, 16, int32_t, TileShape, ClusterShape,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, 16,
+      Element, cutlass::layout::ColumnMajor, 16, typename Operand<Element>::Accumulator, TileShape,
+      ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       MainSchedule>::CollectiveOp;
@@ -115,7 +134,7 @@ struct Kernel {
                                                           CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 
-  static typename Gemm::Arguments Arguments(const Int8GemmArgs& a, int sm_count) {
+  static typename Gemm::Arguments Arguments(const QGemmArgs& a, int sm_count) {
     const int m = static_cast<int>(a.m), n = static_cast<int>(a.n), k = static_cast<int>(a.k);
     auto sa = cutlass::make_cute_packed_stride(typename GemmKernel::StrideA{}, make_shape(m, k, 1));
     auto sb = cutlass::make_cute_packed_stride(typename GemmKernel::StrideB{}, make_shape(n, k, 1));
@@ -124,7 +143,7 @@ struct Kernel {
     typename Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
         {m, n, k, 1},
-        {static_cast<const int8_t*>(a.x), sa, static_cast<const int8_t*>(a.w), sb},
+        {static_cast<const Element*>(a.x), sa, static_cast<const Element*>(a.w), sb},
         {F::Args(a), nullptr, sc, static_cast<ElementD*>(a.y), sd}};
     if constexpr (F::kResidual) {
       args.epilogue.ptr_C = static_cast<const cutlass::half_t*>(a.residual);
@@ -133,13 +152,13 @@ struct Kernel {
     return args;
   }
 
-  static bool CanImplement(const Int8GemmArgs& a, int sm_count) {
+  static bool CanImplement(const QGemmArgs& a, int sm_count) {
     return Gemm::can_implement(Arguments(a, sm_count)) == cutlass::Status::kSuccess;
   }
-  static size_t WorkspaceSize(const Int8GemmArgs& a, int sm_count) {
+  static size_t WorkspaceSize(const QGemmArgs& a, int sm_count) {
     return Gemm::get_workspace_size(Arguments(a, sm_count));
   }
-  static cudaError_t Run(const Int8GemmArgs& a, int sm_count, void* workspace,
+  static cudaError_t Run(const QGemmArgs& a, int sm_count, void* workspace,
                          cudaStream_t stream) {
     Gemm gemm;
     const auto args = Arguments(a, sm_count);
@@ -154,26 +173,44 @@ struct Kernel {
   }
 };
 
-// What a tile translation unit offers: the three calls of the kernel convention for `epi`.
+// What a tile translation unit offers: the three calls of the kernel convention for one operand
+// type and epilogue (all null where not instantiated).
 struct TileOps {
-  bool (*can_implement)(const Int8GemmArgs&, int sm_count);
-  size_t (*workspace_size)(const Int8GemmArgs&, int sm_count);
-  cudaError_t (*run)(const Int8GemmArgs&, int sm_count, void*, cudaStream_t);
+  bool (*can_implement)(const QGemmArgs&, int sm_count) = nullptr;
+  size_t (*workspace_size)(const QGemmArgs&, int sm_count) = nullptr;
+  cudaError_t (*run)(const QGemmArgs&, int sm_count, void*, cudaStream_t) = nullptr;
 };
 
-template <class TileShape, class ClusterShape, class MainSchedule, class EpiSchedule>
-TileOps OpsFor(Epilogue e) {
+template <class TileShape, class ClusterShape, class Element, class MainSchedule,
+          class EpiSchedule, Epilogue E>
+TileOps OpsOf() {
+  using K = Kernel<TileShape, ClusterShape, Element, MainSchedule, EpiSchedule, E>;
+  return TileOps{&K::CanImplement, &K::WorkspaceSize, &K::Run};
+}
+
+// `cooperative`: the cooperative schedule (else ping-pong) for both operand types.
+template <class TileShape, class ClusterShape, bool kCooperative, class EpiSchedule>
+TileOps OpsFor(QuantType t, Epilogue e) {
+  using Fp8 = cutlass::float_e4m3_t;
+  using Int8Main = std::conditional_t<kCooperative, Operand<int8_t>::Cooperative,
+                                      Operand<int8_t>::PingPong>;
+  using Fp8Main =
+      std::conditional_t<kCooperative, Operand<Fp8>::Cooperative, Operand<Fp8>::PingPong>;
   switch (e) {
-#define SURGE_INT8_GEMM_CASE(E)                                                     \
-  case E: {                                                                         \
-    using K = Kernel<TileShape, ClusterShape, MainSchedule, EpiSchedule, E>;        \
-    return TileOps{&K::CanImplement, &K::WorkspaceSize, &K::Run};                   \
-  }
-    SURGE_INT8_GEMM_CASE(Epilogue::kBias)
-    SURGE_INT8_GEMM_CASE(Epilogue::kBiasGelu)
-    SURGE_INT8_GEMM_CASE(Epilogue::kBiasResidual)
-    SURGE_INT8_GEMM_CASE(Epilogue::kBiasGeluInt8)
-#undef SURGE_INT8_GEMM_CASE
+#define SURGE_QGEMM_CASE(E)                                                            \
+  case E:                                                                              \
+    return t == QuantType::kInt8                                                       \
+               ? OpsOf<TileShape, ClusterShape, int8_t, Int8Main, EpiSchedule, E>()    \
+               : OpsOf<TileShape, ClusterShape, Fp8, Fp8Main, EpiSchedule, E>();
+    SURGE_QGEMM_CASE(Epilogue::kBias)
+    SURGE_QGEMM_CASE(Epilogue::kBiasResidual)
+    SURGE_QGEMM_CASE(Epilogue::kBiasGeluQuantised)
+#undef SURGE_QGEMM_CASE
+    case Epilogue::kBiasGelu:
+      if (t == QuantType::kInt8) {
+        return OpsOf<TileShape, ClusterShape, int8_t, Int8Main, EpiSchedule, Epilogue::kBiasGelu>();
+      }
+      return TileOps{};
   }
   return TileOps{};
 }
@@ -181,10 +218,10 @@ TileOps OpsFor(Epilogue e) {
 // Defined by the tile translation units.
 // Cooperative: the two consumer warpgroups share a tile. Ping-pong: they alternate tiles, so one
 // runs its epilogue while the other multiplies (pays on short K, where the epilogue weighs).
-TileOps Tile128x128(Epilogue e);         // 128 x 128 x 128, cooperative
-TileOps Tile64x128(Epilogue e);          // 64 x 128 x 128, ping-pong (more tiles for few rows)
-TileOps Tile128x128PingPong(Epilogue e);  // 128 x 128 x 128, ping-pong
+TileOps Tile128x128(QuantType t, Epilogue e);          // 128 x 128 x 128, cooperative
+TileOps Tile64x128(QuantType t, Epilogue e);           // 64 x 128 x 128, ping-pong (few rows)
+TileOps Tile128x128PingPong(QuantType t, Epilogue e);  // 128 x 128 x 128, ping-pong
 // 128 x 128 x 128, ping-pong, clusters of two CTAs along M sharing the weight tile (TMA multicast).
-TileOps Tile128x128PingPongCluster2(Epilogue e);
+TileOps Tile128x128PingPongCluster2(QuantType t, Epilogue e);
 
-}  // namespace surge::engine::cuda::int8_gemm
+}  // namespace surge::engine::cuda::qgemm
