@@ -2,7 +2,8 @@
 """`surge serve` against the engine it serves, in one run on one machine (CPU, small model).
 
 Measures the three serving targets of the server:
-  1. overhead: batch-1 requests at saturating concurrency through the dynamic batcher, against
+  1. overhead: batch-1 requests at saturating concurrency through the dynamic batcher (over gRPC
+     and, with --protocols grpc,http, over HTTP with binary tensors), against
      `surge bench` on the same plan at the batch size the batcher actually formed
      (inference_count / execution_count from the statistics extension). Serve windows and bench
      runs alternate (--pairs of them) and the median ratio counts, so that a slow spell of a
@@ -122,6 +123,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--interval-ms", type=int, default=5000)
     ap.add_argument("--pairs", type=int, default=3, help="serve/bench pairs; the median counts")
+    ap.add_argument("--protocols", default="grpc,http",
+                    help="overhead over gRPC (always) and, when listed, over HTTP (binary tensors)")
     ap.add_argument("--surge", default=os.path.join(ROOT, "build/release/bin/surge"))
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
@@ -163,48 +166,54 @@ def main():
               "threads": a.threads, "max_queue_delay_us": a.delay_us,
               "loadavg_before": open("/proc/loadavg").read().split()[:3]}
     try:
-        # 1. Saturating batch-1 load over gRPC, then `surge bench` at the batch size the batcher
-        # formed; --pairs times, alternating.
-        pairs = []
-        for _ in range(a.pairs):
-            i0, e0 = stats(http)
-            with CpuWindow(proc.pid) as serve_cpu:
-                sat = perf(a.surge, grpc, "grpc", a.seq,
-                           ["--concurrency-range", str(a.concurrency), "-p", str(a.interval_ms),
-                            "--warmup-ms", "1000"])[0]
-            i1, e1 = stats(http)
-            formed = (i1 - i0) / max(1, e1 - e0)
-            batch = max(1, round(formed))
-            with CpuWindow(proc.pid) as bench_cpu:
-                bench = json.loads(run([a.surge, "bench", plan, "--batch", str(batch), "--seq",
-                                        str(a.seq), "--threads", str(a.threads), "--iterations",
-                                        "100", "--json"]))
-            bench_ms = float(bench["latency_ms"]["p50"])
-            # `surge bench`'s own throughput (runs over wall time, like the served rate) is what
-            # the target compares with; batch / p50 latency, which leaves the slow runs out, is
-            # recorded beside it.
-            bench_tput = float(bench["throughput"]["sequences_per_s"])
-            bench_p50_tput = batch * 1000.0 / bench_ms
-            pairs.append({"serve_infer_per_s": sat["throughput"], "serve_p99_us": sat["p99_us"],
-                          "formed_batch": formed, "bench_batch": batch, "bench_p50_ms": bench_ms,
-                          "bench_mean_ms": float(bench["latency_ms"]["mean"]),
-                          "bench_infer_per_s": bench_tput,
-                          "bench_p50_infer_per_s": bench_p50_tput,
-                          "ratio": sat["throughput"] / bench_tput,
-                          "ratio_to_p50": sat["throughput"] / bench_p50_tput,
-                          "serve_window_cpu": serve_cpu.result,
-                          "bench_window_cpu": bench_cpu.result})
-        median = sorted(pairs, key=lambda p: p["ratio"])[len(pairs) // 2]
-        bench_ms = statistics.median(p["bench_p50_ms"] for p in pairs)
-        result["overhead"] = {"concurrency": a.concurrency, "pairs": pairs,
-                              "ratio": statistics.median(p["ratio"] for p in pairs),
-                              "ratio_to_p50": statistics.median(p["ratio_to_p50"] for p in pairs),
-                              "serve_infer_per_s": median["serve_infer_per_s"],
-                              "formed_batch": median["formed_batch"],
-                              "bench_batch": median["bench_batch"],
-                              "bench_infer_per_s": median["bench_infer_per_s"],
-                              "bench_p50_ms": bench_ms}
-        sat = {"throughput": statistics.median(p["serve_infer_per_s"] for p in pairs)}
+        # 1. Saturating batch-1 load over each protocol, then `surge bench` at the batch size the
+        # batcher formed; --pairs times, alternating.
+        def overhead(protocol, url):
+            pairs = []
+            for _ in range(a.pairs):
+                i0, e0 = stats(http)
+                with CpuWindow(proc.pid) as serve_cpu:
+                    sat = perf(a.surge, url, protocol, a.seq,
+                               ["--concurrency-range", str(a.concurrency), "-p",
+                                str(a.interval_ms), "--warmup-ms", "1000"])[0]
+                i1, e1 = stats(http)
+                formed = (i1 - i0) / max(1, e1 - e0)
+                batch = max(1, round(formed))
+                with CpuWindow(proc.pid) as bench_cpu:
+                    bench = json.loads(run([a.surge, "bench", plan, "--batch", str(batch),
+                                            "--seq", str(a.seq), "--threads", str(a.threads),
+                                            "--iterations", "100", "--json"]))
+                bench_ms = float(bench["latency_ms"]["p50"])
+                # `surge bench`'s own throughput (runs over wall time, like the served rate) is
+                # what the target compares with; batch / p50 latency, which leaves the slow runs
+                # out, is recorded beside it.
+                bench_tput = float(bench["throughput"]["sequences_per_s"])
+                bench_p50_tput = batch * 1000.0 / bench_ms
+                pairs.append({"serve_infer_per_s": sat["throughput"],
+                              "serve_p99_us": sat["p99_us"], "formed_batch": formed,
+                              "bench_batch": batch, "bench_p50_ms": bench_ms,
+                              "bench_mean_ms": float(bench["latency_ms"]["mean"]),
+                              "bench_infer_per_s": bench_tput,
+                              "bench_p50_infer_per_s": bench_p50_tput,
+                              "ratio": sat["throughput"] / bench_tput,
+                              "ratio_to_p50": sat["throughput"] / bench_p50_tput,
+                              "serve_window_cpu": serve_cpu.result,
+                              "bench_window_cpu": bench_cpu.result})
+            median = sorted(pairs, key=lambda p: p["ratio"])[len(pairs) // 2]
+            return {"protocol": protocol, "concurrency": a.concurrency, "pairs": pairs,
+                    "ratio": statistics.median(p["ratio"] for p in pairs),
+                    "ratio_to_p50": statistics.median(p["ratio_to_p50"] for p in pairs),
+                    "serve_infer_per_s": median["serve_infer_per_s"],
+                    "formed_batch": median["formed_batch"],
+                    "bench_batch": median["bench_batch"],
+                    "bench_infer_per_s": median["bench_infer_per_s"],
+                    "bench_p50_ms": statistics.median(p["bench_p50_ms"] for p in pairs)}
+
+        result["overhead"] = overhead("grpc", grpc)
+        if "http" in a.protocols:
+            result["overhead_http"] = overhead("http", http)
+        bench_ms = result["overhead"]["bench_p50_ms"]
+        sat = {"throughput": result["overhead"]["serve_infer_per_s"]}
 
         # 2. Health endpoint with keep-alive.
         with CpuWindow(proc.pid) as health_cpu:
@@ -254,16 +263,20 @@ def main():
         proc.wait(timeout=60)
         shutil.rmtree(repo, ignore_errors=True)
 
-    o = result["overhead"]
-    for p in o["pairs"]:
-        print(f"  pair: serve {p['serve_infer_per_s']:.0f} infer/s (formed batch "
-              f"{p['formed_batch']:.1f}), bench batch {p['bench_batch']} "
-              f"{p['bench_infer_per_s']:.0f} infer/s -> {100 * p['ratio']:.1f} % "
-              f"({100 * p['ratio_to_p50']:.1f} % of batch / p50); other cores "
-              f"{p['serve_window_cpu']['other_cores']:.2f} / {p['bench_window_cpu']['other_cores']:.2f}")
-    print(f"overhead: median of {len(o['pairs'])} pairs {100 * o['ratio']:.1f} % of surge bench's "
-          f"throughput ({100 * o['ratio_to_p50']:.1f} % of batch / p50 latency) at concurrency "
-          f"{a.concurrency}  (target >= 90 %)")
+    for key in ("overhead", "overhead_http"):
+        if key not in result:
+            continue
+        o = result[key]
+        for p in o["pairs"]:
+            print(f"  {o['protocol']} pair: serve {p['serve_infer_per_s']:.0f} infer/s (formed "
+                  f"batch {p['formed_batch']:.1f}), bench batch {p['bench_batch']} "
+                  f"{p['bench_infer_per_s']:.0f} infer/s -> {100 * p['ratio']:.1f} % "
+                  f"({100 * p['ratio_to_p50']:.1f} % of batch / p50); other cores "
+                  f"{p['serve_window_cpu']['other_cores']:.2f} / "
+                  f"{p['bench_window_cpu']['other_cores']:.2f}")
+        print(f"overhead over {o['protocol']}: median of {len(o['pairs'])} pairs "
+              f"{100 * o['ratio']:.1f} % of surge bench's throughput ({100 * o['ratio_to_p50']:.1f} "
+              f"% of batch / p50 latency) at concurrency {a.concurrency}  (target >= 90 %)")
     h = result["health"]
     print(f"health: surge perf {h['surge_perf_req_per_s']:.0f} req/s"
           + (f", wrk {h['wrk_req_per_s']:.0f} req/s" if "wrk_req_per_s" in h else "")
