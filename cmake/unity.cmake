@@ -15,6 +15,14 @@ function(surge_unity_skip target)
 endfunction()
 
 set_target_properties(surge_serve_proto PROPERTIES UNITY_BUILD OFF)
+# The CUDA backend's host code and its GPU tests: small, and built only where nvcc is.
+if(SURGE_CUDA)
+  set_target_properties(surge_cuda PROPERTIES UNITY_BUILD OFF)
+  if(SURGE_TESTS)
+    set_target_properties(cuda_backend_test cuda_model_test cuda_quant_test
+                          PROPERTIES UNITY_BUILD OFF)
+  endif()
+endif()
 surge_unity_skip(surge_ir eval_fused.cc eval_reduce.cc eval_shape.cc)
 surge_unity_skip(surge_passes passes/fuse_l2_normalize.cc)
 # Each includes simd_begin.inc once per instruction set (namespaces simd_avx2 / simd_avx512).
