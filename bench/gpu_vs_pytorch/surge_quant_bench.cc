@@ -9,10 +9,17 @@
 // `surge calibrate --inputs` does), percentile 99.99, no accuracy guard (all Linear layers
 // quantised whose shapes cuBLASLt's INT8/FP8 GEMMs take).
 //
+// --guard-min-cosine C: also INT8 and FP8 plans built through the accuracy guard with the budget
+// cosine >= C (top-1 not constrained: a few random-weight rows decide nothing), held out on 8
+// other random sequences; they run as "int8-guarded" and "fp8-guarded", and the guard's
+// fallback layers (kept FP16) are counted. Every guard candidate is a real CUDA plan, so this
+// costs one build and run per quantisable layer.
+//
 // A precision that fails to build or run is reported (stderr and the JSON's "errors") and the
 // others still run; the exit code is then 1.
 //
 //   surge_quant_bench [--model DIR] [--shapes 128x128,32x128] [--reps 50] [--json FILE]
+//                     [--guard-min-cosine 0.999]
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
@@ -75,8 +82,16 @@ std::vector<TensorMap> Batches(const ir::Graph& g, uint32_t seed, int count, int
 int Main(int argc, char** argv) {
   std::string model, json_path, shapes_arg = "128x128,32x128";
   int reps = 50;
+  double guard_min_cosine = 0;  // 0: no guarded plans
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--guard-min-cosine" && i + 1 < argc) {
+      guard_min_cosine = std::atof(argv[++i]);
+      if (!(guard_min_cosine > 0 && guard_min_cosine <= 1)) {
+        std::fprintf(stderr, "--guard-min-cosine: want a cosine in (0, 1], got %s\n", argv[i]);
+        return 2;
+      }
+    }
     if (a == "--model" && i + 1 < argc) model = argv[++i];
     if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
@@ -120,7 +135,10 @@ int Main(int argc, char** argv) {
   // Calibration and the FP32 reference on the CPU.
   auto t0 = Clock::now();
   const std::vector<TensorMap> calib = Batches(*graph, 1, 6, 4, 128, vocab);
-  auto cache = quant::Calibrate(*graph, calib, {}, model.empty() ? "bert_base_random" : model);
+  std::vector<TensorMap> holdout;
+  if (guard_min_cosine > 0) holdout = Batches(*graph, 5, 2, 4, 128, vocab);
+  auto cache = quant::Calibrate(*graph, calib, std::move(holdout),
+                                model.empty() ? "bert_base_random" : model);
   if (!cache.ok()) {
     std::fprintf(stderr, "calibration: %s\n", cache.status().ToString().c_str());
     return 1;
@@ -150,14 +168,27 @@ int Main(int argc, char** argv) {
     ++failures;
   };
   std::map<std::string, std::shared_ptr<const Engine>> engines;
-  for (Precision p : {Precision::kFp16, Precision::kInt8, Precision::kFp8}) {
-    const std::string name(PrecisionName(p));
+  struct Plan {
+    Precision precision;
+    bool guarded;
+  };
+  std::vector<Plan> plans = {{Precision::kFp16, false}, {Precision::kInt8, false},
+                             {Precision::kFp8, false}};
+  if (guard_min_cosine > 0) {
+    plans.push_back({Precision::kInt8, true});
+    plans.push_back({Precision::kFp8, true});
+  }
+  for (const auto [p, guarded] : plans) {
+    const std::string name = std::string(PrecisionName(p)) + (guarded ? "-guarded" : "");
     BuilderConfig c;
     c.backend = "cuda";
     c.precision = p;
     profile(c);
     quant::QuantizeOptions o;
-    o.guard = false;
+    o.guard = guarded;
+    o.guard_options.budget.min_cosine = guard_min_cosine;
+    o.guard_options.budget.max_top1_drop = 1.0;
+    const auto guard_start = Clock::now();
     quant::QuantizeReport report;
     Status st = quant::Quantize(*graph, &*cache, o, &c, &report);
     if (!st.ok()) {
@@ -183,6 +214,16 @@ int Main(int argc, char** argv) {
     out["layers"][name] = {{"quantisable", report.layers},
                            {"marked", report.quantised},
                            {"run_quantised", p == Precision::kFp16 ? 0 : running}};
+    if (guarded) {
+      const double guard_s = std::chrono::duration<double>(Clock::now() - guard_start).count();
+      std::printf("%s: guard at %s kept %zu of %d layers in fp16 (%d plans, %.0f s); "
+                  "all quantised: %s; kept: %s\n",
+                  name.c_str(), report.guard.budget.ToString().c_str(),
+                  report.guard.fallback.size(), report.layers, report.guard.plans_evaluated,
+                  guard_s, report.guard.all_quantised.Summary().c_str(),
+                  report.guard.final_agreement.Summary().c_str());
+      out["guard"][name] = nlohmann::json::parse(report.guard.ToJson());
+    }
     engines[name] = *e;
   }
   // Accuracy against FP32 on the CPU.
@@ -256,6 +297,11 @@ int Main(int argc, char** argv) {
     const double fp16_ms = ms_of("fp16"), int8_ms = ms_of("int8"), fp8_ms = ms_of("fp8");
     std::printf("%-10s %10.3f %10.3f %10.3f %10.2f %10.2f\n", shape.c_str(), fp16_ms, int8_ms,
                 fp8_ms, fp16_ms / int8_ms, fp16_ms / fp8_ms);
+    for (const char* g : {"int8-guarded", "fp8-guarded"}) {
+      if (median.count(g)) {
+        std::printf("%-10s %s %.3f ms, %.2fx fp16\n", shape.c_str(), g, ms_of(g), fp16_ms / ms_of(g));
+      }
+    }
     nlohmann::json row = {{"shape", shape}};
     for (const auto& [name, ms] : median) row[name + "_ms"] = ms;
     if (median.count("fp16") && median.count("int8"))
