@@ -172,8 +172,8 @@ int Main(int argc, char** argv) {
     Precision precision;
     bool guarded;
   };
-  std::vector<Plan> plans = {{Precision::kFp16, false}, {Precision::kInt8, false},
-                             {Precision::kFp8, false}};
+  std::vector<Plan> plans = {
+      {Precision::kFp16, false}, {Precision::kInt8, false}, {Precision::kFp8, false}};
   if (guard_min_cosine > 0) {
     plans.push_back({Precision::kInt8, true});
     plans.push_back({Precision::kFp8, true});
@@ -216,12 +216,13 @@ int Main(int argc, char** argv) {
                            {"run_quantised", p == Precision::kFp16 ? 0 : running}};
     if (guarded) {
       const double guard_s = std::chrono::duration<double>(Clock::now() - guard_start).count();
-      std::printf("%s: guard at %s kept %zu of %d layers in fp16 (%d plans, %.0f s); "
-                  "all quantised: %s; kept: %s\n",
-                  name.c_str(), report.guard.budget.ToString().c_str(),
-                  report.guard.fallback.size(), report.layers, report.guard.plans_evaluated,
-                  guard_s, report.guard.all_quantised.Summary().c_str(),
-                  report.guard.final_agreement.Summary().c_str());
+      std::printf(
+          "%s: guard at %s kept %zu of %d layers in fp16 (%d plans, %.0f s); "
+          "all quantised: %s; kept: %s\n",
+          name.c_str(), report.guard.budget.ToString().c_str(), report.guard.fallback.size(),
+          report.layers, report.guard.plans_evaluated, guard_s,
+          report.guard.all_quantised.Summary().c_str(),
+          report.guard.final_agreement.Summary().c_str());
       out["guard"][name] = nlohmann::json::parse(report.guard.ToJson());
     }
     engines[name] = *e;
@@ -299,7 +300,8 @@ int Main(int argc, char** argv) {
                 fp8_ms, fp16_ms / int8_ms, fp16_ms / fp8_ms);
     for (const char* g : {"int8-guarded", "fp8-guarded"}) {
       if (median.count(g)) {
-        std::printf("%-10s %s %.3f ms, %.2fx fp16\n", shape.c_str(), g, ms_of(g), fp16_ms / ms_of(g));
+        std::printf("%-10s %s %.3f ms, %.2fx fp16\n", shape.c_str(), g, ms_of(g),
+                    fp16_ms / ms_of(g));
       }
     }
     nlohmann::json row = {{"shape", shape}};
