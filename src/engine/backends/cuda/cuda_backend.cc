@@ -34,15 +34,6 @@ constexpr size_t kPinnedOutputBytes = 4u << 20;
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-std::string DeviceKey() {
-  cudaDeviceProp prop{};
-  int dev = 0;
-  cudaGetDevice(&dev);
-  cudaGetDeviceProperties(&prop, dev);
-  return fmt::format("sm_{}{} {} cublasLt {}", prop.major, prop.minor, prop.name,
-                     cublasLtGetVersion());
-}
-
 struct DeviceFree {
   void operator()(void* p) const { cudaFree(p); }
 };

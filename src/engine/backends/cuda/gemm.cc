@@ -360,6 +360,30 @@ Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t 
   return result;
 }
 
+std::string DeviceKey() {
+  cudaDeviceProp prop{};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  cudaGetDeviceProperties(&prop, dev);
+  return fmt::format("sm_{}{} {} cublasLt {}", prop.major, prop.minor, prop.name,
+                     cublasLtGetVersion());
+}
+
+namespace {
+
+// Tunings of this process, by "<device key>\t<desc key>", for every TimingCache.
+struct ProcessTunings {
+  std::mutex mu;
+  std::map<std::string, std::string> lines;
+};
+
+ProcessTunings& Tunings() {
+  static ProcessTunings* t = new ProcessTunings;  // never destroyed: used until exit
+  return *t;
+}
+
+}  // namespace
+
 TimingCache::TimingCache(std::string path, std::string device_key)
     : path_(std::move(path)), device_key_(std::move(device_key)) {
   if (path_.empty()) return;
@@ -375,10 +399,25 @@ TimingCache::TimingCache(std::string path, std::string device_key)
 }
 
 bool TimingCache::Lookup(const GemmDesc& desc, GemmAlgo* algo) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = lines_.find(device_key_ + "\t" + desc.Key());
-  if (it == lines_.end()) return false;
-  std::istringstream ss(it->second);
+  const std::string key = device_key_ + "\t" + desc.Key();
+  std::string line;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = lines_.find(key);
+    if (it != lines_.end()) line = it->second;
+  }
+  if (line.empty()) {
+    {
+      ProcessTunings& t = Tunings();
+      std::lock_guard<std::mutex> lock(t.mu);
+      auto it = t.lines.find(key);
+      if (it == t.lines.end()) return false;
+      line = it->second;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    lines_[key] = line;  // the file, when saved, holds every tuning this build used
+  }
+  std::istringstream ss(line);
   std::string hex;
   float us = 0;
   ss >> hex >> us;
@@ -388,8 +427,15 @@ bool TimingCache::Lookup(const GemmDesc& desc, GemmAlgo* algo) const {
 }
 
 void TimingCache::Insert(const GemmDesc& desc, const GemmAlgo& algo) {
+  const std::string key = device_key_ + "\t" + desc.Key();
+  const std::string line = fmt::format("{} {:.2f}", algo.ToHex(), algo.time_us);
+  {
+    ProcessTunings& t = Tunings();
+    std::lock_guard<std::mutex> lock(t.mu);
+    t.lines[key] = line;
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  lines_[device_key_ + "\t" + desc.Key()] = fmt::format("{} {:.2f}", algo.ToHex(), algo.time_us);
+  lines_[key] = line;
 }
 
 Status TimingCache::Save() const {

@@ -89,8 +89,13 @@ Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t 
 // kernel and timed with CUDA events on `stream`. `run` must enqueue on `stream` only.
 Result<float> TimeBackToBack(const std::function<Status()>& run, cudaStream_t stream);
 
+// What a tuning is valid for: the current device's architecture and name and cuBLASLt's version.
+std::string DeviceKey();
+
 // The timing cache file: one line per tuned GEMM, "<device key> <desc key> <algo hex> <us>".
-// Thread-safe. A missing file is empty; malformed lines are skipped.
+// Thread-safe. A missing file is empty; malformed lines are skipped. Every tuning is also kept for
+// the life of the process (shared by all caches, with or without a file), so that repeated builds
+// in one process (the accuracy guard builds one plan per candidate) time each GEMM once.
 class TimingCache {
  public:
   explicit TimingCache(std::string path, std::string device_key);
@@ -103,7 +108,7 @@ class TimingCache {
   std::string path_;
   std::string device_key_;
   mutable std::mutex mu_;
-  std::map<std::string, std::string> lines_;  // full key -> "hex us"
+  mutable std::map<std::string, std::string> lines_;  // full key -> "hex us"
 };
 
 }  // namespace surge::engine::cuda

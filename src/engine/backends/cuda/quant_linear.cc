@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <random>
 #include <string_view>
 
@@ -529,12 +531,43 @@ QGemmArgs OwnGemmArgs(const QuantLinearOp& op, int64_t rows, const void* w, cons
   return a;
 }
 
+namespace {
+
+// The quantised GEMMs' tunings of this process (cuBLASLt algorithm and time by "<device key>
+// <desc key>"; the own GEMM's tile and time by the same key and its output form), shared by every
+// load: an engine loaded again (the accuracy guard loads one per candidate, a server one per
+// model version) times each shape once.
+struct QuantTunings {
+  std::mutex mu;
+  std::map<std::string, std::pair<cublasLtMatmulAlgo_t, float>> cublas;
+  std::map<std::string, std::pair<int, float>> own;
+};
+
+QuantTunings& ProcessQuantTunings() {
+  static QuantTunings* t = new QuantTunings;  // never destroyed: used until exit
+  return *t;
+}
+
+}  // namespace
+
 Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& probe,
                              int64_t max_token_rows, int64_t max_batch_rows) {
   cudaStream_t stream = nullptr;
   SURGE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  std::map<std::string, std::pair<cublasLtMatmulAlgo_t, float>> done;  // by desc key
+  QuantTunings& process = ProcessQuantTunings();
+  const std::string device = DeviceKey() + "\t";
+  // This load's tunings, by desc key, seeded from the process's.
+  std::map<std::string, std::pair<cublasLtMatmulAlgo_t, float>> done;
   std::map<std::string, std::pair<int, float>> own_done;  // own GEMM: tile, us
+  {
+    std::lock_guard<std::mutex> lock(process.mu);
+    for (const auto& [k, v] : process.cublas) {
+      if (k.starts_with(device)) done.emplace(k.substr(device.size()), v);
+    }
+    for (const auto& [k, v] : process.own) {
+      if (k.starts_with(device)) own_done.emplace(k.substr(device.size()), v);
+    }
+  }
   Status st = Status::Ok();
   for (auto& [i, op] : ops_) {
     const int64_t max_rows = op.batch_rows ? max_batch_rows : max_token_rows;
@@ -545,7 +578,8 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
       const QuantGemmDesc d = QuantLinearGemmDesc(op, rows);
       const int bucket = RowBucket(d.m);
       if (op.tuned.count(bucket) && rows != max_rows) continue;
-      auto hit = done.find(d.Key());
+      const std::string desc_key = fmt::format("{} mode={}", d.Key(), QuantGemmModeName(op.mode));
+      auto hit = done.find(desc_key);
       if (hit == done.end()) {
         QuantGemmOperands o = probe.Operands(op, d.m);
         o.stream = stream;
@@ -559,11 +593,11 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
           st = tuned.WithContext(fmt::format("timing layer '{}' at {} rows", op.node, rows));
           break;
         }
-        hit = done.emplace(d.Key(), std::make_pair((*g)->algo(), (*g)->tuned_us())).first;
+        hit = done.emplace(desc_key, std::make_pair((*g)->algo(), (*g)->tuned_us())).first;
       }
       op.tuned[bucket] = hit->second;
       if (op.type == QuantType::kInt8 || Fp8FastAccumulation()) {
-        const std::string key = d.Key() + (op.int8_out ? " i8out" : "");
+        const std::string key = desc_key + (op.int8_out ? " i8out" : "");
         auto own = own_done.find(key);
         if (own == own_done.end()) {
           auto timed = TimeOwnGemm(probe, rows, hit->second.second, stream, &op);
@@ -584,6 +618,11 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
   }
   cudaStreamSynchronize(stream);
   cudaStreamDestroy(stream);
+  if (st.ok()) {
+    std::lock_guard<std::mutex> lock(process.mu);
+    for (const auto& [k, v] : done) process.cublas.emplace(device + k, v);
+    for (const auto& [k, v] : own_done) process.own.emplace(device + k, v);
+  }
   return st;
 }
 

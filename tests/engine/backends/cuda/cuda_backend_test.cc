@@ -4,9 +4,14 @@
 #include "engine/backends/cuda/cuda_backend.h"
 
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <sstream>
 
+#include "engine/backends/cuda/gemm.h"
 #include "engine/backends/cuda/lowering.h"
 #include "op_test_harness.h"
 
@@ -326,6 +331,50 @@ TEST(CudaBackend, TransposeWeightMovesEveryElement) {
     for (int64_t n = 0; n < 5; ++n)
       EXPECT_EQ(t.data_as<float>()[n * 3 + k], w.data_as<float>()[k * 5 + n]);
   }
+}
+
+// Tunings outlive the cache that made them (the process keeps them for every later build), are
+// kept apart by device key, and a cache file written later holds the ones its build reused.
+TEST(CudaBackend, TimingCacheKeepsTuningsForTheProcess) {
+  GemmDesc d;
+  d.m = 4096 + 7;  // a shape no other test tunes
+  d.n = 768;
+  d.k = 3072;
+  d.residual = true;
+  GemmAlgo algo;
+  algo.valid = true;
+  for (size_t i = 0; i < sizeof(algo.algo.data) / sizeof(algo.algo.data[0]); ++i)
+    algo.algo.data[i] = 0x0102030405060708ull * (i + 1);
+  algo.time_us = 12.5f;
+  const std::string device = "sm_00 test device " + std::to_string(::getpid());
+  {
+    TimingCache first("", device);
+    GemmAlgo none;
+    EXPECT_FALSE(first.Lookup(d, &none));
+    first.Insert(d, algo);
+    ASSERT_TRUE(first.Save().ok());  // no path: nothing written
+  }
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("surge_timing_" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::remove(path);
+  TimingCache second(path, device);
+  GemmAlgo got;
+  ASSERT_TRUE(second.Lookup(d, &got));
+  EXPECT_EQ(got.ToHex(), algo.ToHex());
+  EXPECT_FLOAT_EQ(got.time_us, 12.5f);
+  TimingCache other("", device + " other");
+  EXPECT_FALSE(other.Lookup(d, &got));
+  GemmDesc e = d;
+  e.weight_nk = true;
+  EXPECT_FALSE(second.Lookup(e, &got));
+  ASSERT_TRUE(second.Save().ok());
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find(device + "\t" + d.Key() + "\t" + algo.ToHex()), std::string::npos)
+      << text.str();
+  std::filesystem::remove(path);
 }
 
 TEST(CudaBackend, LoadWithoutGpuIsUnavailable) {
