@@ -399,9 +399,10 @@ Status QuantLinears::Prepare(cublasLtHandle_t handle, size_t ws, int64_t max_tok
         op.out_slot = 1 - op.in_slot;
         next->second.in_slot = op.out_slot;
       } else {
-        SURGE_LOG_INFO("cuda backend: layer '{}' writes fp16 and the next layer quantises it: no "
-                       "int8 GEMM of this device writes its int8 output",
-                       op.node);
+        SURGE_LOG_INFO(
+            "cuda backend: layer '{}' writes fp16 and the next layer quantises it: no "
+            "int8 GEMM of this device writes its int8 output",
+            op.node);
         next->second.input_ready = false;
       }
       continue;
@@ -503,8 +504,9 @@ Result<std::pair<int, float>> TimeOwnGemm(const QuantProbeBuffers& probe, int64_
     if (!QGemmCanImplement(a) || QGemmWorkspaceSize(a) > probe.workspace_bytes()) continue;
     auto us = time_launch([&] { return QGemmRun(a, o.workspace, stream); });
     if (!us.ok()) {
-      return us.status().WithContext(fmt::format("timing the own GEMM ({}) of layer '{}' at {} rows",
-                                                 QGemmTileName(tile), op->node, rows));
+      return us.status().WithContext(
+          fmt::format("timing the own GEMM ({}) of layer '{}' at {} rows", QGemmTileName(tile),
+                      op->node, rows));
     }
     if (*us < best.second) best = {tile, *us};
   }
@@ -667,22 +669,21 @@ std::string QuantLinears::Describe(const QuantLinearOp& op) const {
   }
   std::string own;
   for (const auto& [bucket, tile] : op.own) {
-    own += fmt::format(" rows~2^{}: {} {:.1f} us;", bucket, QGemmTileName(tile.first),
-                       tile.second);
+    own += fmt::format(" rows~2^{}: {} {:.1f} us;", bucket, QGemmTileName(tile.first), tile.second);
   }
   if (!own.empty()) own = "; own gemm (fused epilogue) where faster:" + own;
-  return fmt::format("cublasLt {} gemm ({}{}{}) k={} n={} W[N,K] x_scale={:.4g} w_scale={}{}{}{}{}{}",
-                     op.type == QuantType::kInt8 ? "int8" : "fp8 e4m3", QuantGemmModeName(op.mode),
-                     op.type == QuantType::kInt8
-                         ? ""
-                         : (op.scale_in_alpha ? ", scales as alpha" : ", scale pointers"),
-                     op.pad_rows ? ", rows padded to 16" : "", op.k, op.n, op.x_scale,
-                     op.type == QuantType::kInt8 ? std::string("per channel")
-                                                 : fmt::format("{:.4g}", op.w_scales[0]),
-                     op.input_ready ? "; input quantised by the op before" : "",
-                     op.fp8_out ? "; writes the next layer's e4m3 input" : "",
-                     op.int8_out ? "; writes the next layer's int8 input" : "",
-                     tactics.empty() ? "" : "; tactics:" + tactics, own);
+  return fmt::format(
+      "cublasLt {} gemm ({}{}{}) k={} n={} W[N,K] x_scale={:.4g} w_scale={}{}{}{}{}{}",
+      op.type == QuantType::kInt8 ? "int8" : "fp8 e4m3", QuantGemmModeName(op.mode),
+      op.type == QuantType::kInt8 ? ""
+                                  : (op.scale_in_alpha ? ", scales as alpha" : ", scale pointers"),
+      op.pad_rows ? ", rows padded to 16" : "", op.k, op.n, op.x_scale,
+      op.type == QuantType::kInt8 ? std::string("per channel")
+                                  : fmt::format("{:.4g}", op.w_scales[0]),
+      op.input_ready ? "; input quantised by the op before" : "",
+      op.fp8_out ? "; writes the next layer's e4m3 input" : "",
+      op.int8_out ? "; writes the next layer's int8 input" : "",
+      tactics.empty() ? "" : "; tactics:" + tactics, own);
 }
 
 Status QuantLinearRunner::Init(const QuantLinears::Scratch& s) {
