@@ -556,20 +556,14 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
                              int64_t max_token_rows, int64_t max_batch_rows) {
   cudaStream_t stream = nullptr;
   SURGE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // Tunings are looked up and added in the process's tables under their lock, held for the whole
+  // tuning: concurrent loads tune one after the other (timings taken side by side would disturb
+  // each other anyway).
   QuantTunings& process = ProcessQuantTunings();
+  std::lock_guard<std::mutex> lock(process.mu);
   const std::string device = DeviceKey() + "\t";
-  // This load's tunings, by desc key, seeded from the process's.
-  std::map<std::string, std::pair<cublasLtMatmulAlgo_t, float>> done;
-  std::map<std::string, std::pair<int, float>> own_done;  // own GEMM: tile, us
-  {
-    std::lock_guard<std::mutex> lock(process.mu);
-    for (const auto& [k, v] : process.cublas) {
-      if (k.starts_with(device)) done.emplace(k.substr(device.size()), v);
-    }
-    for (const auto& [k, v] : process.own) {
-      if (k.starts_with(device)) own_done.emplace(k.substr(device.size()), v);
-    }
-  }
+  auto& done = process.cublas;   // cuBLASLt algorithm and time, by device and desc key
+  auto& own_done = process.own;  // own GEMM: tile and time, by the same key and output form
   Status st = Status::Ok();
   for (auto& [i, op] : ops_) {
     const int64_t max_rows = op.batch_rows ? max_batch_rows : max_token_rows;
@@ -580,7 +574,8 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
       const QuantGemmDesc d = QuantLinearGemmDesc(op, rows);
       const int bucket = RowBucket(d.m);
       if (op.tuned.count(bucket) && rows != max_rows) continue;
-      const std::string desc_key = fmt::format("{} mode={}", d.Key(), QuantGemmModeName(op.mode));
+      const std::string desc_key =
+          fmt::format("{}{} mode={}", device, d.Key(), QuantGemmModeName(op.mode));
       auto hit = done.find(desc_key);
       if (hit == done.end()) {
         QuantGemmOperands o = probe.Operands(op, d.m);
@@ -620,11 +615,6 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
   }
   cudaStreamSynchronize(stream);
   cudaStreamDestroy(stream);
-  if (st.ok()) {
-    std::lock_guard<std::mutex> lock(process.mu);
-    for (const auto& [k, v] : done) process.cublas.emplace(device + k, v);
-    for (const auto& [k, v] : own_done) process.own.emplace(device + k, v);
-  }
   return st;
 }
 
