@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <span>
 #include <tuple>
 
 #include "core/logging.h"
@@ -107,7 +108,7 @@ Status ReadInts(const Tensor& t, std::string_view name, std::vector<int32_t>* ou
   }
 }
 
-Status CheckRange(const std::vector<int32_t>& v, int64_t limit, std::string_view what) {
+Status CheckRange(std::span<const int32_t> v, int64_t limit, std::string_view what) {
   for (size_t i = 0; i < v.size(); ++i) {
     if (v[i] < 0 || v[i] >= limit) {
       return OutOfRangeError("{} {} at flat index {} is out of range [0, {})", what, v[i], i,
@@ -798,21 +799,22 @@ Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>*
     SURGE_RETURN_IF_ERROR(ReadInts(*input(prog.position_ids), "position_ids", &pos_in));
     std::memcpy(positions, pos_in.data(), BS * 4);
   } else {
+    const bool arange = prog.position_mode == "arange";  // once, not per token
     for (int64_t b = 0; b < B; ++b) {
+      int32_t* row = positions + b * S;
+      if (arange) {
+        for (int64_t s = 0; s < S; ++s) row[s] = static_cast<int32_t>(s);
+        continue;
+      }
       int32_t running = 0;
       for (int64_t s = 0; s < S; ++s) {
-        if (prog.position_mode == "arange") {
-          positions[b * S + s] = static_cast<int32_t>(s);
-        } else {
-          const bool real = ids[b * S + s] != prog.padding_idx;
-          running += real;
-          positions[b * S + s] =
-              static_cast<int32_t>(real ? running + prog.padding_idx : prog.padding_idx);
-        }
+        const bool real = ids[b * S + s] != prog.padding_idx;
+        running += real;
+        row[s] = static_cast<int32_t>(real ? running + prog.padding_idx : prog.padding_idx);
       }
     }
   }
-  SURGE_RETURN_IF_ERROR(CheckRange(std::vector<int32_t>(positions, positions + BS),
+  SURGE_RETURN_IF_ERROR(CheckRange(std::span<const int32_t>(positions, static_cast<size_t>(BS)),
                                    prog.max_positions, "position id"));
 
   // Pack when allowed and when it reproduces the padded semantics: every sequence has a real

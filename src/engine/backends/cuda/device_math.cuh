@@ -57,6 +57,14 @@ __device__ __forceinline__ void Load8(const T* p, float (&v)[8]) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) v[j] = ToFloat(raw[j]);
 }
+// Eight values of the I/O type held in one 16-byte register group -> float.
+template <typename T>
+__device__ __forceinline__ void Unpack8(int4 packed, float (&v)[8]) {
+  alignas(16) T raw[8];
+  *reinterpret_cast<int4*>(raw) = packed;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) v[j] = ToFloat(raw[j]);
+}
 template <typename T>
 __device__ __forceinline__ void Store8(T* p, const float (&v)[8]) {
   alignas(16) T raw[8];
@@ -85,16 +93,12 @@ __device__ __forceinline__ void StoreQuantized8(uint8_t* p, const T (&raw)[8], Q
   *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(q);
 }
 
-// LayerNorm of one row held by one warp: lane l owns the 8-column chunks c = (i*32 + l)*8 < cols,
-// i < N, in v[i] (float32 sums). Mean, then the centred variance, both by warp shuffles; writes
-// y = (v - mean) * rsqrt(var + eps) * gamma + beta with 16-byte stores.
-// With `q` (may be null), also the quantised copy of the stored row (QuantizedCopy).
-template <typename T, int N>
-__device__ __forceinline__ void WarpLayerNormStore(float (&v)[N][8], int cols, int lane,
-                                                   const float* gamma, const float* beta,
-                                                   float epsilon, T* y, uint8_t* q = nullptr,
-                                                   QuantType q_type = QuantType::kFp8E4M3,
-                                                   float q_inv_scale = 1.f) {
+// Mean and 1 / sqrt(variance + epsilon) of one row held by one warp: lane l owns the 8-column
+// chunks c = (i*32 + l)*8 < cols, i < N, in v[i] (float32 sums). Mean, then the centred
+// variance, both by warp shuffles.
+template <int N>
+__device__ __forceinline__ float2 WarpRowStats(const float (&v)[N][8], int cols, int lane,
+                                               float epsilon) {
   float sum = 0.f;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
@@ -115,25 +119,48 @@ __device__ __forceinline__ void WarpLayerNormStore(float (&v)[N][8], int cols, i
       }
     }
   }
-  const float inv = rsqrtf(WarpSum(sq) / static_cast<float>(cols) + epsilon);
+  return make_float2(mean, rsqrtf(WarpSum(sq) / static_cast<float>(cols) + epsilon));
+}
+
+// Loads 8 consecutive float32 values (two 16-byte loads).
+__device__ __forceinline__ void LoadFloat8(const float* p, float (&v)[8]) {
+  const float4 a = *reinterpret_cast<const float4*>(p);
+  const float4 b = *reinterpret_cast<const float4*>(p + 4);
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+// Stores (v - mean) * inv * gamma + beta for one 8-column chunk (one 16-byte store), and with
+// `q` (may be null) its quantised copy (QuantizedCopy).
+template <typename T>
+__device__ __forceinline__ void StoreNormalized8(const float (&v)[8], float2 stats,
+                                                 const float (&gamma)[8], const float (&beta)[8],
+                                                 T* y, uint8_t* q, QuantType q_type,
+                                                 float q_inv_scale) {
+  alignas(16) T raw[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) raw[j] = FromFloat<T>((v[j] - stats.x) * stats.y * gamma[j] + beta[j]);
+  *reinterpret_cast<int4*>(y) = *reinterpret_cast<const int4*>(raw);
+  if (q) StoreQuantized8(q, raw, q_type, q_inv_scale);
+}
+
+// LayerNorm of one row held by one warp (layout as WarpRowStats); writes
+// y = (v - mean) * rsqrt(var + eps) * gamma + beta with 16-byte stores, gamma and beta read per
+// chunk. With `q` (may be null), also the quantised copy of the stored row (QuantizedCopy).
+template <typename T, int N>
+__device__ __forceinline__ void WarpLayerNormStore(float (&v)[N][8], int cols, int lane,
+                                                   const float* gamma, const float* beta,
+                                                   float epsilon, T* y, uint8_t* q = nullptr,
+                                                   QuantType q_type = QuantType::kFp8E4M3,
+                                                   float q_inv_scale = 1.f) {
+  const float2 stats = WarpRowStats<N>(v, cols, lane, epsilon);
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     const int c = (i * 32 + lane) * 8;
     if (c < cols) {
-      const float4 g0 = *reinterpret_cast<const float4*>(gamma + c);
-      const float4 g1 = *reinterpret_cast<const float4*>(gamma + c + 4);
-      const float4 b0 = *reinterpret_cast<const float4*>(beta + c);
-      const float4 b1 = *reinterpret_cast<const float4*>(beta + c + 4);
-      const float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-      const float bs[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-      float out[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) out[j] = (v[i][j] - mean) * inv * gs[j] + bs[j];
-      alignas(16) T raw[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) raw[j] = FromFloat<T>(out[j]);
-      *reinterpret_cast<int4*>(y + c) = *reinterpret_cast<const int4*>(raw);
-      if (q) StoreQuantized8(q + c, raw, q_type, q_inv_scale);
+      float gs[8], bs[8];
+      LoadFloat8(gamma + c, gs);
+      LoadFloat8(beta + c, bs);
+      StoreNormalized8(v[i], stats, gs, bs, y + c, q ? q + c : nullptr, q_type, q_inv_scale);
     }
   }
 }

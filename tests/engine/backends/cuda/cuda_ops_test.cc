@@ -124,6 +124,55 @@ TEST_P(CudaOpTest, SkipLayerNormWithBiasAndSum) {
   }
 }
 
+TEST_P(CudaOpTest, SkipLayerNormOverMoreRowsThanResidentWarps) {
+  // Rows of up to 1024 columns run on a grid capped at the blocks resident at once, each warp
+  // striding over rows: 24001 rows (about 3x the warps an H200 holds) cover the stride loop,
+  // its prefetch of the next row and the ragged last step.
+  const int64_t rows = 24001, cols = 768;
+  Tensor x = Random({rows, cols}, rng_, dt()), skip = Random({rows, cols}, rng_, dt());
+  Tensor gamma = Random({cols}, rng_, DataType::kF16), beta = Random({cols}, rng_, DataType::kF16);
+  Tensor bias = Random({cols}, rng_, dt());
+  DeviceTensor dx(x, dt()), ds(skip, dt()), dbias(bias, dt()), dg(gamma, dt(), true),
+      db(beta, dt(), true), dy(rows * cols * 2), dsum(rows * cols * 2);
+  LayerNormArgs a{dt(),
+                  rows,
+                  static_cast<int>(cols),
+                  dx.get(),
+                  ds.get(),
+                  dbias.get(),
+                  static_cast<const float*>(dg.get()),
+                  static_cast<const float*>(db.get()),
+                  1e-6f,
+                  dy.get(),
+                  dsum.get(),
+                  {}};
+  CheckCuda(LayerNormRun(a, nullptr, nullptr), "LayerNormRun");
+  auto ref = Reference(Fused("SkipLayerNorm", {{"epsilon", 1e-6}}),
+                       std::vector<Tensor>{x, skip, gamma, beta, bias});
+  // Row by row, so that one row skipped or written twice cannot hide in a whole-tensor norm.
+  auto worst_row = [&](const Tensor& got, const Tensor& want) {
+    double worst = 0.0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double err = 0.0, norm = 0.0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double g = got.data_as<float>()[r * cols + c], w = want.data_as<float>()[r * cols + c];
+        err += (g - w) * (g - w);
+        norm += w * w;
+      }
+      worst = std::max(worst, std::isfinite(err) ? std::sqrt(err / norm) : HUGE_VAL);
+    }
+    return worst;
+  };
+  EXPECT_LT(worst_row(dy.Download({rows, cols}, dt()), ref[0]), 2 * Tolerance(dt()));
+  EXPECT_LT(worst_row(dsum.Download({rows, cols}, dt()), ref[1]), 2 * Tolerance(dt()));
+  // In place over the skip (y aliases it): each row is read before it is written.
+  LayerNormArgs in_place = a;
+  in_place.y = ds.get();
+  in_place.sum_out = nullptr;
+  CheckCuda(LayerNormRun(in_place, nullptr, nullptr), "LayerNormRun in place");
+  EXPECT_LT(worst_row(ds.Download({rows, cols}, dt()), ref[0]), 2 * Tolerance(dt()));
+}
+
 TEST_P(CudaOpTest, EmbedLayerNormPaddedAndPacked) {
   for (std::string mode : {"arange", "roberta"}) {
     const int64_t B = 3, S = 17, H = 96, V = 50, P = 40, T = 2;
