@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -74,10 +75,9 @@ Result<Extent> ProfileShape(const Program& p, const BuilderConfig& c, bool max) 
       p.ids_name, p.ids_name);
 }
 
-// Reads an integer-valued host tensor as int32 (ids, masks).
-Status ReadInts(const Tensor& t, std::string_view name, std::vector<int32_t>* out) {
+// Reads an integer-valued host tensor as int32 (ids, masks) into out[0, numel).
+Status ReadInts(const Tensor& t, std::string_view name, int32_t* out) {
   const int64_t n = t.numel();
-  out->resize(static_cast<size_t>(n));
   switch (t.dtype()) {
     case DType::kInt64: {
       const int64_t* s = t.data_as<int64_t>();
@@ -86,19 +86,19 @@ Status ReadInts(const Tensor& t, std::string_view name, std::vector<int32_t>* ou
           return OutOfRangeError("input '{}': value {} at index {} does not fit int32", name, s[i],
                                  i);
         }
-        (*out)[i] = static_cast<int32_t>(s[i]);
+        out[i] = static_cast<int32_t>(s[i]);
       }
       return Status::Ok();
     }
     case DType::kInt32:
-      std::memcpy(out->data(), t.data(), n * 4);
+      std::memcpy(out, t.data(), n * 4);
       return Status::Ok();
     case DType::kBool:
     case DType::kUInt8:
-      for (int64_t i = 0; i < n; ++i) (*out)[i] = t.data_as<uint8_t>()[i];
+      for (int64_t i = 0; i < n; ++i) out[i] = t.data_as<uint8_t>()[i];
       return Status::Ok();
     case DType::kFloat32:
-      for (int64_t i = 0; i < n; ++i) (*out)[i] = t.data_as<float>()[i] != 0.f;
+      for (int64_t i = 0; i < n; ++i) out[i] = t.data_as<float>()[i] != 0.f;
       return Status::Ok();
     default:
       return InvalidArgumentError(
@@ -160,9 +160,12 @@ class CudaContext : public BackendContext {
  private:
   Status RunOps(const RunShape& shape, bool capturing);
   // With SURGE_CUDA_OP_TIMES=1, eager runs record an event before each kernel group; the totals
-  // per group are logged after the run (a diagnostic for tuning, off by default).
+  // per group are logged after the run (a diagnostic for tuning, off by default), with the host's
+  // share of the call: preparing the index arrays, launching, waiting for the device.
+  using HostClock = std::chrono::steady_clock;
   void Mark(const char* label, bool capturing);
-  void LogOpTimes();
+  void LogOpTimes(HostClock::time_point start, HostClock::time_point launch,
+                  HostClock::time_point launched, HostClock::time_point done);
   void* Act(int value) const;
   Result<const GemmPlan*> Plan(size_t op_index, const GemmDesc& desc);
 
@@ -505,11 +508,13 @@ void CudaContext::Mark(const char* label, bool capturing) {
   marks_.push_back({label, e});
 }
 
-void CudaContext::LogOpTimes() {
+void CudaContext::LogOpTimes(HostClock::time_point start, HostClock::time_point launch,
+                             HostClock::time_point launched, HostClock::time_point done) {
   if (marks_.size() < 2) {
     marks_.clear();
     return;
   }
+  auto ms = [](HostClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
   std::map<std::string, float> total;
   float all = 0;
   for (size_t i = 0; i + 1 < marks_.size(); ++i) {
@@ -520,6 +525,8 @@ void CudaContext::LogOpTimes() {
   }
   std::string line = fmt::format("cuda op times: total {:.3f} ms", all);
   for (const auto& [k, v] : total) line += fmt::format(", {} {:.3f}", k, v);
+  line += fmt::format("; host: prepare {:.3f} ms, launch {:.3f}, wait and copy out {:.3f}",
+                      ms(launch - start), ms(launched - launch), ms(done - launched));
   SURGE_LOG_INFO("{}", line);
   marks_.clear();
 }
@@ -753,6 +760,7 @@ Status CudaContext::RunOps(const RunShape& sh, bool capturing) {
 }
 
 Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>* outputs) {
+  const HostClock::time_point start = op_times_ ? HostClock::now() : HostClock::time_point{};
   const Program& prog = engine_->program();
   const ir::Graph& g = engine_->graph();
   if (inputs.size() != g.inputs.size()) {
@@ -779,25 +787,30 @@ Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>*
                                   ShapeToString(ids_t.shape()), prog.ids_name);
     }
   }
-  std::vector<int32_t> ids, types, pos_in, mask;
-  SURGE_RETURN_IF_ERROR(ReadInts(ids_t, prog.ids_name, &ids));
-  SURGE_RETURN_IF_ERROR(CheckRange(ids, prog.vocab, fmt::format("input '{}': id", prog.ids_name)));
-  if (prog.token_type_ids >= 0) {
-    SURGE_RETURN_IF_ERROR(ReadInts(*input(prog.token_type_ids), "token_type_ids", &types));
-    SURGE_RETURN_IF_ERROR(CheckRange(types, prog.type_vocab, "token type"));
-  }
-  if (prog.mask >= 0) SURGE_RETURN_IF_ERROR(ReadInts(*input(prog.mask), "attention_mask", &mask));
-
-  // Laid out for this request's shape (fixed per captured graph), so only its bytes travel.
+  // Laid out for this request's shape (fixed per captured graph), so only its bytes travel. The
+  // inputs are read straight into the pinned block (no previous call is in flight: each ends
+  // with a synchronise), the ranges checked there.
   const IndexLayout idx(BS + 1, B);
   char* host = static_cast<char*>(index_host_.get());
   auto hidx = [&](size_t off) { return reinterpret_cast<int32_t*>(host + off); };
-  std::memcpy(hidx(idx.ids), ids.data(), BS * 4);
-  if (!types.empty()) std::memcpy(hidx(idx.types), types.data(), BS * 4);
+  auto all = [&](const int32_t* p) { return std::span<const int32_t>(p, static_cast<size_t>(BS)); };
+  const int32_t* ids = hidx(idx.ids);
+  SURGE_RETURN_IF_ERROR(ReadInts(ids_t, prog.ids_name, hidx(idx.ids)));
+  SURGE_RETURN_IF_ERROR(
+      CheckRange(all(ids), prog.vocab, fmt::format("input '{}': id", prog.ids_name)));
+  if (prog.token_type_ids >= 0) {
+    SURGE_RETURN_IF_ERROR(
+        ReadInts(*input(prog.token_type_ids), "token_type_ids", hidx(idx.types)));
+    SURGE_RETURN_IF_ERROR(CheckRange(all(hidx(idx.types)), prog.type_vocab, "token type"));
+  }
+  // The padded form's key mask; the packed form reads it here to build its index arrays.
+  const int32_t* mask = prog.mask >= 0 ? hidx(idx.key_mask) : nullptr;
+  if (mask) {
+    SURGE_RETURN_IF_ERROR(ReadInts(*input(prog.mask), "attention_mask", hidx(idx.key_mask)));
+  }
   int32_t* positions = hidx(idx.positions);
   if (prog.position_ids >= 0) {
-    SURGE_RETURN_IF_ERROR(ReadInts(*input(prog.position_ids), "position_ids", &pos_in));
-    std::memcpy(positions, pos_in.data(), BS * 4);
+    SURGE_RETURN_IF_ERROR(ReadInts(*input(prog.position_ids), "position_ids", positions));
   } else {
     const bool arange = prog.position_mode == "arange";  // once, not per token
     for (int64_t b = 0; b < B; ++b) {
@@ -814,13 +827,12 @@ Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>*
       }
     }
   }
-  SURGE_RETURN_IF_ERROR(CheckRange(std::span<const int32_t>(positions, static_cast<size_t>(BS)),
-                                   prog.max_positions, "position id"));
+  SURGE_RETURN_IF_ERROR(CheckRange(all(positions), prog.max_positions, "position id"));
 
   // Pack when allowed and when it reproduces the padded semantics: every sequence has a real
   // first token (the [CLS] gathered for pooled outputs) and so at least one real token.
   RunShape sh{B, S, BS, false};
-  if (prog.padding_free) {
+  if (prog.padding_free && mask) {
     bool ok = true;
     for (int64_t b = 0; b < B && ok; ++b) ok = mask[b * S] != 0;
     sh.packed = ok;
@@ -850,9 +862,9 @@ Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>*
     }
   } else {
     for (int64_t b = 0; b < B; ++b) cls[b] = static_cast<int32_t>(b * S);
-    if (!mask.empty()) std::memcpy(hidx(idx.key_mask), mask.data(), BS * 4);
   }
 
+  const HostClock::time_point launch = op_times_ ? HostClock::now() : HostClock::time_point{};
   auto it = graphs_.find(sh);
   if (it != graphs_.end()) {
     if (op_times_) Mark("graph_replay", false);
@@ -888,6 +900,7 @@ Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>*
       }
     }
   }
+  const HostClock::time_point launched = op_times_ ? HostClock::now() : HostClock::time_point{};
   // Copy outputs back (float32 staging → host), converting to the declared dtype.
   outputs->clear();
   for (size_t o = 0; o < g.outputs.size(); ++o) {
@@ -912,7 +925,7 @@ Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>*
                   (*outputs)[o].nbytes());
     }
   }
-  LogOpTimes();
+  if (op_times_) LogOpTimes(start, launch, launched, HostClock::now());
   for (size_t o = 0; o < g.outputs.size(); ++o) {
     const DType want = g.values[g.outputs[o]].dtype;
     if (want != DType::kFloat32) (*outputs)[o] = (*outputs)[o].CastFromFloat32(want);

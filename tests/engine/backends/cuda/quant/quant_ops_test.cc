@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 
 #include "engine/backends/cuda/attention_kernels.h"
 #include "engine/backends/cuda/cuda_backend.h"
@@ -152,10 +153,11 @@ TEST(QuantKernels, LayerNormAndAttentionQuantisedCopiesEqualTheQuantisePass) {
   std::mt19937 g(5);
   for (QuantType t : {QuantType::kInt8, QuantType::kFp8E4M3}) {
     const float inv = t == QuantType::kInt8 ? 127.f / 3.f : 448.f / 3.f;
-    // 768 columns take the warp kernel, 100 the scalar one; with and without a skip input.
-    for (int cols : {768, 100}) {
+    // 768 columns take the warp kernels (37 rows one row per warp, 20011 rows the strided one
+    // that holds gamma and beta in registers), 100 the scalar one; with and without a skip input.
+    for (auto [cols, rows] : {std::pair<int, int64_t>{768, 37}, {768, 20011}, {100, 37}}) {
       for (bool skip : {false, true}) {
-        const int64_t rows = 37, n = rows * cols;
+        const int64_t n = rows * cols;
         const auto x = ToHalf(Uniform(g, n, -4.f, 4.f)), s = ToHalf(Uniform(g, n, -1.f, 1.f));
         const auto gamma = Uniform(g, cols, 0.5f, 1.5f), beta = Uniform(g, cols, -0.2f, 0.2f);
         Dev dx(n * 2), ds(n * 2), dg(cols * 4), db(cols * 4), dy(n * 2), dq(n);
@@ -176,7 +178,7 @@ TEST(QuantKernels, LayerNormAndAttentionQuantisedCopiesEqualTheQuantisePass) {
         ASSERT_EQ(LayerNormRun(a, nullptr, nullptr), cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         EXPECT_EQ(Bytes(dq.p, n), QuantizeOnDevice(dy.p, n, t, inv))
-            << "layer norm, cols " << cols << " skip " << skip;
+            << "layer norm, cols " << cols << " rows " << rows << " skip " << skip;
       }
     }
     // Attention, packed: three sequences of 5, 70 and 1 tokens, 2 heads of 64.
