@@ -182,7 +182,13 @@ Result<std::string> BuildPlanFromGraph(const ir::Graph& graph, const BuilderConf
   report->lower_ms = MsSince(t0);
 
   t0 = Clock::now();
-  SURGE_ASSIGN_OR_RETURN(EncodedGraph encoded, EncodeGraph(graph));
+  const auto tactic_bytes =
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(tactics->data()), tactics->size());
+  auto kept = backend->ConstantsKeptByTactics(resolved, tactic_bytes);
+  if (!kept.ok()) {
+    return kept.status().WithContext(fmt::format("backend '{}' lowering", backend->name()));
+  }
+  SURGE_ASSIGN_OR_RETURN(EncodedGraph encoded, EncodeGraph(graph, *kept));
   report->weights_bytes = encoded.weights.size();
   report->tactics_bytes = tactics->size();
   // The stored report's total covers everything up to lowering (the plan does not exist yet).

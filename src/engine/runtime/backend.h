@@ -99,6 +99,13 @@ class Backend {
   // The precision a build gets when none is asked for.
   virtual Precision DefaultPrecision() const { return Precision::kFp32; }
   virtual Result<std::string> Lower(const ir::Graph& graph, const BuilderConfig& config) = 0;
+  // Constants whose data the tactics blob of a Lower with `config` already carries in the form
+  // Load reads, so that Load never reads the graph's copy: the plan keeps only their dtype and
+  // shape (EncodeGraph's data_in_tactics) and Load sees them as data-less views.
+  virtual Result<std::vector<int>> ConstantsKeptByTactics(const BuilderConfig& /*config*/,
+                                                          std::span<const uint8_t> /*tactics*/) {
+    return std::vector<int>{};
+  }
   virtual Result<std::unique_ptr<BackendEngine>> Load(std::shared_ptr<const ir::Graph> graph,
                                                       std::span<const uint8_t> tactics,
                                                       const BuilderConfig& built_with,

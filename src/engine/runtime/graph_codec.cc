@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "core/aligned_buffer.h"
 #include "engine/ir/op_schema.h"
@@ -18,7 +19,8 @@ constexpr uint32_t kGraphCodecVersion = 1;
 constexpr size_t kMaxRank = 16;
 constexpr size_t kMaxDimText = 256;
 
-enum ValueFlags : uint8_t { kHasShape = 1, kIsConstant = 2, kHasSymData = 4 };
+// kDataInTactics: a constant stored as its header alone, its data held by the backend's tactics.
+enum ValueFlags : uint8_t { kHasShape = 1, kIsConstant = 2, kHasSymData = 4, kDataInTactics = 8 };
 
 bool IsKnownDType(int32_t v) {
   switch (static_cast<DType>(v)) {
@@ -125,7 +127,16 @@ Result<TensorHeader> GetTensorHeader(ByteReader& r, std::string_view what) {
 
 }  // namespace
 
-Result<EncodedGraph> EncodeGraph(const ir::Graph& g) {
+Result<EncodedGraph> EncodeGraph(const ir::Graph& g, std::span<const int> data_in_tactics) {
+  std::vector<bool> elided(g.values.size(), false);
+  for (int id : data_in_tactics) {
+    if (id < 0 || static_cast<size_t>(id) >= g.values.size() || !g.values[id].is_constant()) {
+      return InvalidArgumentError(
+          "value {} is not a constant of the graph, so its data cannot be left to the tactics",
+          id);
+    }
+    elided[id] = true;
+  }
   ByteWriter w;
   ByteWriter weights;
   w.U32(kGraphCodecVersion);
@@ -137,14 +148,17 @@ Result<EncodedGraph> EncodeGraph(const ir::Graph& g) {
     w.Str(v);
   }
   w.U32(static_cast<uint32_t>(g.values.size()));
-  for (const auto& v : g.values) {
+  for (size_t id = 0; id < g.values.size(); ++id) {
+    const ir::Value& v = g.values[id];
     uint8_t flags = (v.shape ? kHasShape : 0) | (v.is_constant() ? kIsConstant : 0) |
-                    (v.sym_data ? kHasSymData : 0);
+                    (v.sym_data ? kHasSymData : 0) | (elided[id] ? kDataInTactics : 0);
     w.Str(v.name);
     w.U32(static_cast<uint32_t>(v.dtype));
     w.U8(flags);
     if (v.shape) PutDims(w, *v.shape);
-    if (v.is_constant()) {
+    if (elided[id]) {
+      PutTensorHeader(w, v.constant);
+    } else if (v.is_constant()) {
       if (v.constant.empty()) {
         return InvalidArgumentError("constant '{}' has no data", v.name);
       }
@@ -226,7 +240,8 @@ Result<ir::Graph> DecodeGraph(std::span<const uint8_t> graph_bytes,
       return DataLossError("graph section: value '{}' has unknown dtype {}", name, dt);
     }
     SURGE_ASSIGN_OR_RETURN(uint8_t flags, r.U8());
-    if (flags & ~(kHasShape | kIsConstant | kHasSymData)) {
+    if (flags & ~(kHasShape | kIsConstant | kHasSymData | kDataInTactics) ||
+        ((flags & kDataInTactics) && !(flags & kIsConstant))) {
       return DataLossError("graph section: value '{}' has unknown flags {:#x}", name, flags);
     }
     const int id = g.AddValue(name, static_cast<DType>(dt));
@@ -240,7 +255,14 @@ Result<ir::Graph> DecodeGraph(std::span<const uint8_t> graph_bytes,
         return DataLossError("graph section: '{}' has rank {}", name, shape.size());
       g.values[id].shape = std::move(shape);
     }
-    if (flags & kIsConstant) {
+    if (flags & kDataInTactics) {
+      SURGE_ASSIGN_OR_RETURN(TensorHeader h, GetTensorHeader(r, name));
+      if (h.dtype != v.dtype) {
+        return DataLossError("graph section: constant '{}' data is {}, the value says {}", name,
+                             DTypeName(h.dtype), DTypeName(v.dtype));
+      }
+      v.constant = Tensor::View(h.dtype, std::move(h.shape), static_cast<const void*>(nullptr));
+    } else if (flags & kIsConstant) {
       SURGE_ASSIGN_OR_RETURN(TensorHeader h, GetTensorHeader(r, name));
       SURGE_ASSIGN_OR_RETURN(uint64_t offset, r.U64());
       if (offset % kAlignment != 0 || offset > weights.size() ||

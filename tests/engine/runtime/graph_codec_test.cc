@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <vector>
 
 #include "core/aligned_buffer.h"
 #include "fake_backend.h"
@@ -91,6 +92,37 @@ TEST(GraphCodec, RoundTripKeepsEverything) {
   EXPECT_TRUE(p >= weights.buf.data() && p < weights.buf.data() + weights.buf.size());
   for (int id : dec->inputs) EXPECT_EQ(dec->values[id].producer, -1);
   EXPECT_EQ(dec->values[dec->outputs[0]].producer, 3);
+}
+
+TEST(GraphCodec, ConstantsLeftToTheTacticsKeepDtypeAndShapeOnly) {
+  const ir::Graph g = RichGraph();
+  const int big_id = g.FindValue("big");
+  auto full = EncodeGraph(g);
+  auto enc = EncodeGraph(g, std::vector<int>{big_id});
+  ASSERT_TRUE(full.ok() && enc.ok()) << enc.status().ToString();
+  // The 60 bytes of "big" (and their alignment padding) are not in the weights section.
+  EXPECT_LE(enc->weights.size() + 60, full->weights.size());
+  Aligned weights(enc->weights);
+  auto dec = DecodeGraph(Span(enc->graph), weights.span());
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  const ir::Value& big = dec->values[dec->FindValue("big")];
+  EXPECT_TRUE(big.is_constant());
+  EXPECT_TRUE(big.constant.empty());
+  EXPECT_EQ(big.constant.dtype(), DType::kFloat32);
+  EXPECT_EQ(big.constant.shape(), (Shape{3, 5}));
+  // The other constants keep their data.
+  for (const ir::Value& v : dec->values) {
+    if (v.is_constant() && v.name != "big") {
+      EXPECT_FALSE(v.constant.empty()) << v.name;
+    }
+  }
+  EXPECT_EQ(ir::DumpText(*dec), ir::DumpText(g));
+  // Only constants can be left out; a decoded data-less constant cannot be encoded again.
+  EXPECT_FALSE(EncodeGraph(g, std::vector<int>{g.inputs[0]}).ok());
+  EXPECT_FALSE(EncodeGraph(g, std::vector<int>{static_cast<int>(g.values.size())}).ok());
+  auto again = EncodeGraph(*dec);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("has no data"), std::string::npos);
 }
 
 TEST(GraphCodec, EveryTruncationFailsCleanly) {

@@ -60,6 +60,15 @@ class Reader {
     return Status::Ok();
   }
   size_t left() const { return b_.size() - pos_; }
+  Status Skip(size_t n, std::string_view what) {
+    if (n > left()) {
+      return DataLossError("cuda plan blob truncated skipping {} at offset {} ({} bytes left, {} "
+                           "needed)",
+                           what, pos_, left(), n);
+    }
+    pos_ += n;
+    return Status::Ok();
+  }
 
  private:
   std::span<const uint8_t> b_;
@@ -459,14 +468,16 @@ std::string SerializeBlob(const Blob& b) {
   return s;
 }
 
-Result<Blob> ParseBlob(std::span<const uint8_t> bytes) {
-  Reader r(bytes);
+namespace {
+
+// The blob's fixed fields, up to and including the weight count.
+Status ReadBlobHeader(Reader& r, Blob* b, uint32_t* weight_count) {
   char magic[8];
   SURGE_RETURN_IF_ERROR(r.Read(magic, 8, "magic"));
   if (std::memcmp(magic, kBlobMagic, 8) != 0) {
     return DataLossError("cuda plan blob has a bad magic (not built by the cuda backend?)");
   }
-  uint32_t version = 0, dtype = 0, pf = 0, count = 0;
+  uint32_t version = 0, dtype = 0, pf = 0;
   SURGE_RETURN_IF_ERROR(r.Read(&version, 4, "version"));
   if (version != 2 && version != 3) {
     return DataLossError(
@@ -478,15 +489,40 @@ Result<Blob> ParseBlob(std::span<const uint8_t> bytes) {
   if (dtype != 1 && dtype != 2)
     return DataLossError("cuda plan blob precision {} is invalid", dtype);
   SURGE_RETURN_IF_ERROR(r.Read(&pf, 4, "padding_free"));
-  Blob b;
-  b.dtype = dtype == 1 ? DataType::kF16 : DataType::kBF16;
-  b.padding_free = pf != 0;
+  b->dtype = dtype == 1 ? DataType::kF16 : DataType::kBF16;
+  b->padding_free = pf != 0;
   if (version >= 3) {  // version 2 plans ran erf GELU exactly
     uint32_t exact = 0;
     SURGE_RETURN_IF_ERROR(r.Read(&exact, 4, "exact_gelu"));
-    b.exact_gelu = exact != 0;
+    b->exact_gelu = exact != 0;
   }
-  SURGE_RETURN_IF_ERROR(r.Read(&count, 4, "weight count"));
+  return r.Read(weight_count, 4, "weight count");
+}
+
+}  // namespace
+
+Result<std::vector<int>> BlobWeightIds(std::span<const uint8_t> bytes) {
+  Reader r(bytes);
+  Blob header;
+  uint32_t count = 0;
+  SURGE_RETURN_IF_ERROR(ReadBlobHeader(r, &header, &count));
+  std::vector<int> ids;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t id = 0;
+    uint64_t n = 0;
+    SURGE_RETURN_IF_ERROR(r.Read(&id, 4, "weight id"));
+    SURGE_RETURN_IF_ERROR(r.Read(&n, 8, "weight size"));
+    SURGE_RETURN_IF_ERROR(r.Skip(n, "weight bytes"));
+    ids.push_back(static_cast<int>(id));
+  }
+  return ids;
+}
+
+Result<Blob> ParseBlob(std::span<const uint8_t> bytes) {
+  Reader r(bytes);
+  Blob b;
+  uint32_t count = 0;
+  SURGE_RETURN_IF_ERROR(ReadBlobHeader(r, &b, &count));
   for (uint32_t i = 0; i < count; ++i) {
     uint32_t id = 0;
     uint64_t n = 0;

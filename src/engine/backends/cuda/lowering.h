@@ -111,6 +111,8 @@ Tensor TransposeWeight(const Tensor& w);
 std::string SerializeBlob(const Blob& blob);
 // DataLoss naming what is wrong on truncated or corrupt bytes.
 Result<Blob> ParseBlob(std::span<const uint8_t> bytes);
+// The value ids of the weights a blob holds (its weight bytes skipped, not copied).
+Result<std::vector<int>> BlobWeightIds(std::span<const uint8_t> bytes);
 
 // Converts a float32/float16/bfloat16/float64 constant to the bytes the kernels read (float32 or
 // `dtype`).

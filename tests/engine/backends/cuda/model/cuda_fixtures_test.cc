@@ -10,6 +10,7 @@
 // this was built from), so the binary also runs from another checkout of the tree.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,8 +20,11 @@
 #include <random>
 
 #include "engine/backends/cuda/cuda_backend.h"
+#include "engine/backends/cuda/lowering.h"
 #include "engine/builder/builder.h"
+#include "engine/plan/plan_file.h"
 #include "engine/runtime/engine.h"
+#include "engine/runtime/graph_codec.h"
 
 namespace surge::engine::cuda {
 namespace {
@@ -148,6 +152,63 @@ TEST_P(CudaFixtures, LowersAndMatchesPyTorch) {
     }
     std::printf("%s/%s %s GELU: worst relative error %.2e, max abs %.2e\n", c.folder.c_str(),
                 c.model.c_str(), exact ? "exact" : "tanh-form", worst_rel, worst_abs);
+  }
+}
+
+// Needs no GPU: an FP16/BF16 plan leaves out the float32 copies of the weights its tactics carry
+// converted (the graph keeps their dtype and shape); an INT8 plan would quantise from them at load
+// and keeps them (cuda_quant_test builds and runs those). Running such plans is
+// CudaDemoModel.EveryHeadMatchesTheCpuEngine below.
+TEST(CudaPlan, Fp16AndBf16PlansLeaveOutTheFloat32CopiesOfLoweredWeights) {
+  const fs::path model = SourceDir() / "models/demo/model.onnx";
+  auto graph = builder::ImportAndOptimize(model.string(), passes::PassOptions{}, nullptr);
+  ASSERT_TRUE(graph.ok()) << graph.status().ToString();
+  const int64_t all_constants = graph->ConstantBytes();
+  for (Precision p : {Precision::kFp16, Precision::kBf16}) {
+    BuilderConfig c;
+    c.backend = "cuda";
+    c.precision = p;
+    for (const char* name : {"input_ids", "attention_mask", "token_type_ids"}) {
+      c.profile.inputs.push_back({name, {1, 1}, {16, 48}, {32, 64}});
+    }
+    auto bytes = builder::BuildPlanFromGraph(*graph, c);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    auto plan = plan::PlanFile::FromBytes(
+        {reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()});
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    auto section = [&](std::string_view name) { return *(*plan)->Section(name); };
+    auto decoded = DecodeGraph(section(plan::kGraphSection), section(plan::kWeightsSection));
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    auto held = BlobWeightIds(section(plan::kTacticsSection));
+    ASSERT_TRUE(held.ok()) << held.status().ToString();
+    ASSERT_FALSE(held->empty());
+    int64_t held_bytes = 0;
+    for (int v : *held) {
+      const ir::Value& value = decoded->values[v];
+      EXPECT_TRUE(value.is_constant() && value.constant.empty()) << value.name;
+      EXPECT_EQ(value.constant.shape(), graph->values[v].constant.shape()) << value.name;
+      held_bytes += graph->values[v].constant.nbytes();
+    }
+    // Every other constant keeps its data, and the weights section holds only those.
+    int64_t kept = 0;
+    for (size_t v = 0; v < decoded->values.size(); ++v) {
+      const ir::Value& value = decoded->values[v];
+      if (!value.is_constant() || value.constant.empty()) continue;
+      kept += value.constant.nbytes();
+      EXPECT_EQ(std::find(held->begin(), held->end(), static_cast<int>(v)), held->end());
+    }
+    EXPECT_EQ(kept + held_bytes, all_constants);
+    EXPECT_LT(section(plan::kWeightsSection).size(), static_cast<size_t>(all_constants / 10))
+        << PrecisionName(p);
+    // The plan stays loadable where a GPU is (Unavailable, not a data error, where none is).
+    auto engine =
+        Engine::LoadFromMemory({reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()});
+    if (!CudaDeviceAvailable().ok()) {
+      ASSERT_FALSE(engine.ok());
+      EXPECT_EQ(engine.status().code(), StatusCode::kUnavailable) << engine.status().ToString();
+    } else {
+      EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+    }
   }
 }
 
