@@ -184,7 +184,7 @@ Result<std::string> BuildPlanFromGraph(const ir::Graph& graph, const BuilderConf
   t0 = Clock::now();
   const auto tactic_bytes =
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(tactics->data()), tactics->size());
-  auto kept = backend->ConstantsKeptByTactics(resolved, tactic_bytes);
+  auto kept = backend->ConstantsKeptByTactics(graph, resolved, tactic_bytes);
   if (!kept.ok()) {
     return kept.status().WithContext(fmt::format("backend '{}' lowering", backend->name()));
   }

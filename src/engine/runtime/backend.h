@@ -102,7 +102,8 @@ class Backend {
   // Constants whose data the tactics blob of a Lower with `config` already carries in the form
   // Load reads, so that Load never reads the graph's copy: the plan keeps only their dtype and
   // shape (EncodeGraph's data_in_tactics) and Load sees them as data-less views.
-  virtual Result<std::vector<int>> ConstantsKeptByTactics(const BuilderConfig& /*config*/,
+  virtual Result<std::vector<int>> ConstantsKeptByTactics(const ir::Graph& /*graph*/,
+                                                          const BuilderConfig& /*config*/,
                                                           std::span<const uint8_t> /*tactics*/) {
     return std::vector<int>{};
   }

@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mmap_file.h"
+#include "engine/plan/plan_file.h"
 #include "engine/runtime/engine.h"
+#include "engine/runtime/graph_codec.h"
 
 namespace surge::engine::builder {
 namespace {
@@ -105,6 +107,64 @@ TEST(Builder, Bert12FusionCounts) {
     ASSERT_TRUE(p.ok());
     ASSERT_NE(p->Find("input_ids"), nullptr);
     EXPECT_EQ(p->Find("input_ids")->max, (Shape{64, 64})) << exporter;
+  }
+}
+
+// A CPU plan stores each Linear weight once, packed in its tactics; the graph keeps the weight's
+// dtype and shape only (a data-less constant), and the plan still loads and runs.
+TEST(Builder, CpuPlanLeavesOutTheFloat32CopiesOfPackedWeights) {
+  const std::string model = kModels + "/bert12_tiny/model.torchscript.onnx";
+  if (!fs::exists(model)) GTEST_SKIP() << model << " is missing";
+  auto g = ImportAndOptimize(model, {}, nullptr);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  BuilderConfig c;
+  c.backend = "cpu";
+  auto bytes = BuildPlanFromGraph(*g, c);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  auto plan = plan::PlanFile::FromBytes(Span(*bytes));
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  auto section = [&](std::string_view name) { return *(*plan)->Section(name); };
+  auto decoded = DecodeGraph(section(plan::kGraphSection), section(plan::kWeightsSection));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  int data_less = 0, linears = 0;
+  int64_t data_less_bytes = 0;
+  for (const ir::Node& n : decoded->nodes) {
+    if (n.op_type != "Linear") continue;
+    ++linears;
+    const ir::Value& w = decoded->values[n.input(1)];
+    ASSERT_TRUE(w.is_constant()) << n.name;
+    EXPECT_TRUE(w.constant.empty()) << n.name;
+    EXPECT_EQ(w.constant.shape(), g->values[n.input(1)].constant.shape()) << n.name;
+  }
+  for (const ir::Value& v : decoded->values) {
+    if (v.is_constant() && v.constant.empty()) {
+      ++data_less;
+      data_less_bytes += v.constant.nbytes();
+    }
+  }
+  EXPECT_GT(linears, 0);
+  EXPECT_EQ(data_less, linears);  // one weight per Linear here, none shared with other nodes
+  // The weights section holds the other constants alone (each padded to 64 bytes at most).
+  int constants = 0;
+  for (const ir::Value& v : decoded->values) constants += v.is_constant();
+  const auto rest = static_cast<size_t>(g->ConstantBytes() - data_less_bytes);
+  EXPECT_GE(section(plan::kWeightsSection).size(), rest);
+  EXPECT_LT(section(plan::kWeightsSection).size(), rest + 64 * static_cast<size_t>(constants));
+  auto engine = Engine::LoadFromMemory(Span(*bytes));
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  auto ctx = (*engine)->CreateContext();
+  ASSERT_TRUE(ctx.ok());
+  TensorMap in;
+  for (const TensorInfo& info : (*engine)->inputs()) {
+    Tensor t(DType::kInt64, {2, 8});
+    for (int64_t i = 0; i < t.numel(); ++i) t.data_as<int64_t>()[i] = info.name == "input_ids" ? 5 + i : 1;
+    in.emplace(info.name, t);
+  }
+  auto out = (*ctx)->Run(in);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  for (const auto& [name, t] : *out) {
+    const Tensor f = t.ToFloat32();
+    for (int64_t i = 0; i < f.numel(); ++i) ASSERT_TRUE(std::isfinite(f.data_as<float>()[i])) << name;
   }
 }
 

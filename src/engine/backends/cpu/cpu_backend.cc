@@ -489,6 +489,34 @@ Status CpuContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>* 
   return Status::Ok();
 }
 
+// The blob's leading fields: magic and version checked, the ISA name not yet parsed.
+struct BlobHeader {
+  uint32_t version = 0;
+  std::string isa_name, dnnl_version;
+  uint32_t desc_size = 0, num_nodes = 0;
+};
+
+Result<BlobHeader> ReadBlobHeader(BlobReader& r) {
+  BlobHeader h;
+  SURGE_ASSIGN_OR_RETURN(uint32_t magic, r.Get<uint32_t>());
+  if (magic != kBlobMagic) {
+    return DataLossError("CPU tactics blob: bad magic {:#x} (expected {:#x})", magic, kBlobMagic);
+  }
+  SURGE_ASSIGN_OR_RETURN(h.version, r.Get<uint32_t>());
+  if (h.version != kBlobVersion && h.version != kBlobVersionQuant &&
+      h.version != kBlobVersionQuantRange) {
+    return FailedPreconditionError(
+        "CPU tactics blob version {} is not supported (this build reads versions {} to {}); "
+        "rebuild the plan",
+        h.version, kBlobVersion, kBlobVersionQuantRange);
+  }
+  SURGE_ASSIGN_OR_RETURN(h.isa_name, r.Str(64));
+  SURGE_ASSIGN_OR_RETURN(h.dnnl_version, r.Str(64));
+  SURGE_ASSIGN_OR_RETURN(h.desc_size, r.Get<uint32_t>());
+  SURGE_ASSIGN_OR_RETURN(h.num_nodes, r.Get<uint32_t>());
+  return h;
+}
+
 class CpuBackend final : public Backend {
  public:
   std::string_view name() const override { return "cpu"; }
@@ -617,6 +645,37 @@ class CpuBackend final : public Backend {
     return w.Take();
   }
 
+  // Every Linear kernel reads its weight packed from the blob (Load refuses a Linear node without
+  // one), so a weight read only by such nodes is left out of the plan's weights section.
+  Result<std::vector<int>> ConstantsKeptByTactics(const ir::Graph& graph, const BuilderConfig&,
+                                                  std::span<const uint8_t> tactics) override {
+    BlobReader r(tactics);
+    SURGE_ASSIGN_OR_RETURN(BlobHeader header, ReadBlobHeader(r));
+    if (header.num_nodes != graph.nodes.size()) {
+      return DataLossError("CPU tactics blob describes {} nodes, the graph has {}",
+                           header.num_nodes, graph.nodes.size());
+    }
+    std::vector<bool> packed(graph.nodes.size(), false);
+    for (uint32_t i = 0; i < header.num_nodes; ++i) {
+      SURGE_ASSIGN_OR_RETURN(uint8_t k, r.Get<uint8_t>());
+      packed[i] = k <= kMaxKernel && IsLinearKernel(static_cast<Kernel>(k));
+    }
+    const std::vector<std::vector<int>> consumers = graph.Consumers();
+    std::vector<int> kept;
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+      const int w = packed[i] ? graph.nodes[i].input(1) : -1;
+      if (w < 0 || !graph.values[w].is_constant()) continue;
+      const bool only_packed = std::all_of(consumers[w].begin(), consumers[w].end(),
+                                           [&](int c) { return packed[c]; });
+      const bool output = std::find(graph.outputs.begin(), graph.outputs.end(), w) !=
+                          graph.outputs.end();
+      if (only_packed && !output && std::find(kept.begin(), kept.end(), w) == kept.end()) {
+        kept.push_back(w);
+      }
+    }
+    return kept;
+  }
+
   Result<std::unique_ptr<BackendEngine>> Load(std::shared_ptr<const ir::Graph> graph,
                                               std::span<const uint8_t> tactics,
                                               const BuilderConfig& built_with,
@@ -624,19 +683,9 @@ class CpuBackend final : public Backend {
     if (graph == nullptr) return InvalidArgumentError("cpu backend: no graph");
     const ir::Graph& g = *graph;
     BlobReader r(tactics);
-    SURGE_ASSIGN_OR_RETURN(uint32_t magic, r.Get<uint32_t>());
-    if (magic != kBlobMagic) {
-      return DataLossError("CPU tactics blob: bad magic {:#x} (expected {:#x})", magic, kBlobMagic);
-    }
-    SURGE_ASSIGN_OR_RETURN(uint32_t version, r.Get<uint32_t>());
-    if (version != kBlobVersion && version != kBlobVersionQuant &&
-        version != kBlobVersionQuantRange) {
-      return FailedPreconditionError(
-          "CPU tactics blob version {} is not supported (this build reads versions {} to {}); "
-          "rebuild the plan",
-          version, kBlobVersion, kBlobVersionQuantRange);
-    }
-    SURGE_ASSIGN_OR_RETURN(std::string isa_name, r.Str(64));
+    SURGE_ASSIGN_OR_RETURN(BlobHeader header, ReadBlobHeader(r));
+    const uint32_t version = header.version;
+    const std::string& isa_name = header.isa_name;
     Result<Isa> isa = ParseIsa(isa_name);
     if (!isa.ok()) return DataLossError("CPU tactics blob: unknown ISA '{}'", isa_name);
     // DefaultIsa() is what this CPU offers, lowered by SURGE_CPU_ISA when that is set.
@@ -646,9 +695,8 @@ class CpuBackend final : public Backend {
           ArchName(*isa), ArchName(DefaultIsa()),
           DefaultIsa() != DetectIsa() ? " (limited by SURGE_CPU_ISA)" : "");
     }
-    SURGE_ASSIGN_OR_RETURN(std::string dnnl_version, r.Str(64));
-    SURGE_ASSIGN_OR_RETURN(uint32_t desc_size, r.Get<uint32_t>());
-    SURGE_ASSIGN_OR_RETURN(uint32_t num_nodes, r.Get<uint32_t>());
+    const std::string& dnnl_version = header.dnnl_version;
+    const uint32_t desc_size = header.desc_size, num_nodes = header.num_nodes;
     if (num_nodes != g.nodes.size()) {
       return DataLossError("CPU tactics blob describes {} nodes, the graph has {}", num_nodes,
                            g.nodes.size());

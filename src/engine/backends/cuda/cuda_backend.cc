@@ -1055,7 +1055,7 @@ class CudaBackend : public Backend {
   // An FP16/BF16 plan's tactics carry every lowered weight converted to the kernels' layout, so
   // the plan leaves out the graph's float32 copies (a BERT-base plan: 205 MB instead of 614).
   // Quantised plans keep them: their INT8/FP8 layers are quantised from float32 at load.
-  Result<std::vector<int>> ConstantsKeptByTactics(const BuilderConfig& config,
+  Result<std::vector<int>> ConstantsKeptByTactics(const ir::Graph&, const BuilderConfig& config,
                                                   std::span<const uint8_t> tactics) override {
     if (!config.quant.empty()) return std::vector<int>{};
     return BlobWeightIds(tactics);
