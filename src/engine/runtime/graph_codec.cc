@@ -132,8 +132,7 @@ Result<EncodedGraph> EncodeGraph(const ir::Graph& g, std::span<const int> data_i
   for (int id : data_in_tactics) {
     if (id < 0 || static_cast<size_t>(id) >= g.values.size() || !g.values[id].is_constant()) {
       return InvalidArgumentError(
-          "value {} is not a constant of the graph, so its data cannot be left to the tactics",
-          id);
+          "value {} is not a constant of the graph, so its data cannot be left to the tactics", id);
     }
     elided[id] = true;
   }

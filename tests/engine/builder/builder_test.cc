@@ -157,15 +157,42 @@ TEST(Builder, CpuPlanLeavesOutTheFloat32CopiesOfPackedWeights) {
   TensorMap in;
   for (const TensorInfo& info : (*engine)->inputs()) {
     Tensor t(DType::kInt64, {2, 8});
-    for (int64_t i = 0; i < t.numel(); ++i) t.data_as<int64_t>()[i] = info.name == "input_ids" ? 5 + i : 1;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data_as<int64_t>()[i] = info.name == "input_ids" ? 5 + i : 1;
     in.emplace(info.name, t);
   }
   auto out = (*ctx)->Run(in);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   for (const auto& [name, t] : *out) {
     const Tensor f = t.ToFloat32();
-    for (int64_t i = 0; i < f.numel(); ++i) ASSERT_TRUE(std::isfinite(f.data_as<float>()[i])) << name;
+    for (int64_t i = 0; i < f.numel(); ++i)
+      ASSERT_TRUE(std::isfinite(f.data_as<float>()[i])) << name;
   }
+}
+
+// What the CPU backend says a plan may leave out comes from its own tactics for this graph: a
+// blob that is not one, or that describes another graph, is refused with the reason.
+TEST(Builder, CpuConstantsKeptByTacticsRefusesForeignTactics) {
+  const std::string model = kModels + "/bert12_tiny/model.torchscript.onnx";
+  if (!fs::exists(model)) GTEST_SKIP() << model << " is missing";
+  auto g = ImportAndOptimize(model, {}, nullptr);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  Backend* cpu = FindBackend("cpu");
+  ASSERT_NE(cpu, nullptr);
+  BuilderConfig c;
+  c.backend = "cpu";
+  const std::string junk = "not a tactics blob";
+  auto bad = cpu->ConstantsKeptByTactics(*g, c, Span(junk));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss) << bad.status().ToString();
+  auto tactics = cpu->Lower(*g, c);
+  ASSERT_TRUE(tactics.ok()) << tactics.status().ToString();
+  EXPECT_TRUE(cpu->ConstantsKeptByTactics(*g, c, Span(*tactics)).ok());
+  ir::Graph other = TwoInputGraph();
+  auto mismatch = cpu->ConstantsKeptByTactics(other, c, Span(*tactics));
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_NE(mismatch.status().message().find("nodes"), std::string::npos)
+      << mismatch.status().ToString();
 }
 
 struct Fixture {

@@ -665,10 +665,10 @@ class CpuBackend final : public Backend {
     for (size_t i = 0; i < graph.nodes.size(); ++i) {
       const int w = packed[i] ? graph.nodes[i].input(1) : -1;
       if (w < 0 || !graph.values[w].is_constant()) continue;
-      const bool only_packed = std::all_of(consumers[w].begin(), consumers[w].end(),
-                                           [&](int c) { return packed[c]; });
-      const bool output = std::find(graph.outputs.begin(), graph.outputs.end(), w) !=
-                          graph.outputs.end();
+      const bool only_packed =
+          std::all_of(consumers[w].begin(), consumers[w].end(), [&](int c) { return packed[c]; });
+      const bool output =
+          std::find(graph.outputs.begin(), graph.outputs.end(), w) != graph.outputs.end();
       if (only_packed && !output && std::find(kept.begin(), kept.end(), w) == kept.end()) {
         kept.push_back(w);
       }

@@ -519,7 +519,9 @@ void CudaContext::LogOpTimes(HostClock::time_point start, HostClock::time_point 
     marks_.clear();
     return;
   }
-  auto ms = [](HostClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  auto ms = [](HostClock::duration d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+  };
   std::map<std::string, float> total;
   float all = 0;
   for (size_t i = 0; i + 1 < marks_.size(); ++i) {
@@ -804,8 +806,7 @@ Status CudaContext::Execute(std::span<const Tensor> inputs, std::vector<Tensor>*
   SURGE_RETURN_IF_ERROR(
       CheckRange(all(ids), prog.vocab, fmt::format("input '{}': id", prog.ids_name)));
   if (prog.token_type_ids >= 0) {
-    SURGE_RETURN_IF_ERROR(
-        ReadInts(*input(prog.token_type_ids), "token_type_ids", hidx(idx.types)));
+    SURGE_RETURN_IF_ERROR(ReadInts(*input(prog.token_type_ids), "token_type_ids", hidx(idx.types)));
     SURGE_RETURN_IF_ERROR(CheckRange(all(hidx(idx.types)), prog.type_vocab, "token type"));
   }
   // The padded form's key mask; the packed form reads it here to build its index arrays.

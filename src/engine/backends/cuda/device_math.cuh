@@ -65,6 +65,21 @@ __device__ __forceinline__ void Unpack8(int4 packed, float (&v)[8]) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) v[j] = ToFloat(raw[j]);
 }
+// v += the 8 consecutive elements at p, or the 8 held in `packed`.
+template <typename T>
+__device__ __forceinline__ void AddLoaded8(const T* p, float (&v)[8]) {
+  float s[8];
+  Load8(p, s);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) v[j] += s[j];
+}
+template <typename T>
+__device__ __forceinline__ void AddUnpacked8(int4 packed, float (&v)[8]) {
+  float s[8];
+  Unpack8<T>(packed, s);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) v[j] += s[j];
+}
 template <typename T>
 __device__ __forceinline__ void Store8(T* p, const float (&v)[8]) {
   alignas(16) T raw[8];
@@ -138,7 +153,8 @@ __device__ __forceinline__ void StoreNormalized8(const float (&v)[8], float2 sta
                                                  float q_inv_scale) {
   alignas(16) T raw[8];
 #pragma unroll
-  for (int j = 0; j < 8; ++j) raw[j] = FromFloat<T>((v[j] - stats.x) * stats.y * gamma[j] + beta[j]);
+  for (int j = 0; j < 8; ++j)
+    raw[j] = FromFloat<T>((v[j] - stats.x) * stats.y * gamma[j] + beta[j]);
   *reinterpret_cast<int4*>(y) = *reinterpret_cast<const int4*>(raw);
   if (q) StoreQuantized8(q, raw, q_type, q_inv_scale);
 }

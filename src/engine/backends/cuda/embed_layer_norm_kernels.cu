@@ -40,17 +40,9 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
   for (int i = 0; i < N; ++i) {
     const int c = (i * 32 + lane) * 8;
     if (c < h) {
-      float pv[8];
       Load8(w + c, v[i]);
-      Load8(p + c, pv);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[i][j] += pv[j];
-      if (t) {
-        float tv[8];
-        Load8(t + c, tv);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) v[i][j] += tv[j];
-      }
+      AddLoaded8(p + c, v[i]);
+      if (t) AddLoaded8(t + c, v[i]);
     }
   }
   WarpLayerNormStore<T, N>(v, h, lane, a.gamma, a.beta, a.epsilon, static_cast<T*>(a.y) + row * h);

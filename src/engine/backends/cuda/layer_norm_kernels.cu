@@ -30,18 +30,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) LayerNormWarpKernel(LayerN
     const int c = (i * 32 + lane) * 8;
     if (c < cols) {
       Load8(x + c, v[i]);
-      if (skip) {
-        float s[8];
-        Load8(skip + c, s);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) v[i][j] += s[j];
-      }
-      if (bias) {
-        float bs[8];
-        Load8(bias + c, bs);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) v[i][j] += bs[j];
-      }
+      if (skip) AddLoaded8(skip + c, v[i]);
+      if (bias) AddLoaded8(bias + c, v[i]);
     }
   }
   if (a.sum_out) {
@@ -64,7 +54,8 @@ constexpr int kRegChunks = 4;
 constexpr int kStridedMinRowsPerWarp = 4;
 
 template <typename T, int N>
-__global__ void __launch_bounds__(kRowsPerBlock * 32, N <= 3 ? 4 : 3) LayerNormStridedKernel(LayerNormArgs a) {
+__global__ void __launch_bounds__(kRowsPerBlock * 32, N <= 3 ? 4 : 3)
+    LayerNormStridedKernel(LayerNormArgs a) {
   const int lane = threadIdx.x & 31;
   const int cols = a.cols;
   float gs[N][8], bs[N][8];
@@ -102,18 +93,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32, N <= 3 ? 4 : 3) LayerNormS
       const int c = (i * 32 + lane) * 8;
       if (c < cols) {
         Unpack8<T>(xr[i], v[i]);
-        if (skip) {
-          float sv[8];
-          Unpack8<T>(sr[i], sv);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) v[i][j] += sv[j];
-        }
-        if (bias) {
-          float bv[8];
-          Load8(bias + c, bv);
-#pragma unroll
-          for (int j = 0; j < 8; ++j) v[i][j] += bv[j];
-        }
+        if (skip) AddUnpacked8<T>(sr[i], v[i]);
+        if (bias) AddLoaded8(bias + c, v[i]);
       }
     }
     if (row + step < a.rows) load(row + step);

@@ -62,9 +62,10 @@ class Reader {
   size_t left() const { return b_.size() - pos_; }
   Status Skip(size_t n, std::string_view what) {
     if (n > left()) {
-      return DataLossError("cuda plan blob truncated skipping {} at offset {} ({} bytes left, {} "
-                           "needed)",
-                           what, pos_, left(), n);
+      return DataLossError(
+          "cuda plan blob truncated skipping {} at offset {} ({} bytes left, {} "
+          "needed)",
+          what, pos_, left(), n);
     }
     pos_ += n;
     return Status::Ok();

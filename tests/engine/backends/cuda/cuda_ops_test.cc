@@ -89,9 +89,12 @@ TEST_P(CudaOpTest, LayerNormLargeValuesDoNotOverflow) {
   EXPECT_LT(RelError(dy.Download({rows, cols}, dt()), ref[0]), 4 * Tolerance(dt()));
 }
 
+// The scalar path (391 columns), one row per warp (29 x 768), and rows of up to 1024 columns on a
+// grid capped at the blocks resident at once, each warp striding over rows: 24001 rows (about 3x
+// the warps an H200 holds) cover the stride loop, its prefetch of the next row and the ragged
+// last step.
 TEST_P(CudaOpTest, SkipLayerNormWithBiasAndSum) {
-  for (int64_t cols : {391, 768}) {  // scalar and 16-byte paths
-    const int64_t rows = 29;
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{29, 391}, {29, 768}, {24001, 768}}) {
     Tensor x = Random({rows, cols}, rng_, dt()), skip = Random({rows, cols}, rng_, dt());
     Tensor gamma = Random({cols}, rng_, DataType::kF16),
            beta = Random({cols}, rng_, DataType::kF16);
@@ -113,64 +116,41 @@ TEST_P(CudaOpTest, SkipLayerNormWithBiasAndSum) {
     CheckCuda(LayerNormRun(a, nullptr, nullptr), "LayerNormRun");
     auto ref = Reference(Fused("SkipLayerNorm", {{"epsilon", 1e-6}}),
                          std::vector<Tensor>{x, skip, gamma, beta, bias});
-    EXPECT_LT(RelError(dy.Download({rows, cols}, dt()), ref[0]), Tolerance(dt())) << cols;
-    EXPECT_LT(RelError(dsum.Download({rows, cols}, dt()), ref[1]), Tolerance(dt())) << cols;
-    // In place (y aliases x), as the backend may plan it.
-    LayerNormArgs in_place = a;
-    in_place.y = dx.get();
-    in_place.sum_out = nullptr;
-    CheckCuda(LayerNormRun(in_place, nullptr, nullptr), "LayerNormRun in place");
-    EXPECT_LT(RelError(dx.Download({rows, cols}, dt()), ref[0]), Tolerance(dt())) << cols;
-  }
-}
-
-TEST_P(CudaOpTest, SkipLayerNormOverMoreRowsThanResidentWarps) {
-  // Rows of up to 1024 columns run on a grid capped at the blocks resident at once, each warp
-  // striding over rows: 24001 rows (about 3x the warps an H200 holds) cover the stride loop,
-  // its prefetch of the next row and the ragged last step.
-  const int64_t rows = 24001, cols = 768;
-  Tensor x = Random({rows, cols}, rng_, dt()), skip = Random({rows, cols}, rng_, dt());
-  Tensor gamma = Random({cols}, rng_, DataType::kF16), beta = Random({cols}, rng_, DataType::kF16);
-  Tensor bias = Random({cols}, rng_, dt());
-  DeviceTensor dx(x, dt()), ds(skip, dt()), dbias(bias, dt()), dg(gamma, dt(), true),
-      db(beta, dt(), true), dy(rows * cols * 2), dsum(rows * cols * 2);
-  LayerNormArgs a{dt(),
-                  rows,
-                  static_cast<int>(cols),
-                  dx.get(),
-                  ds.get(),
-                  dbias.get(),
-                  static_cast<const float*>(dg.get()),
-                  static_cast<const float*>(db.get()),
-                  1e-6f,
-                  dy.get(),
-                  dsum.get(),
-                  {}};
-  CheckCuda(LayerNormRun(a, nullptr, nullptr), "LayerNormRun");
-  auto ref = Reference(Fused("SkipLayerNorm", {{"epsilon", 1e-6}}),
-                       std::vector<Tensor>{x, skip, gamma, beta, bias});
-  // Row by row, so that one row skipped or written twice cannot hide in a whole-tensor norm.
-  auto worst_row = [&](const Tensor& got, const Tensor& want) {
-    double worst = 0.0;
-    for (int64_t r = 0; r < rows; ++r) {
-      double err = 0.0, norm = 0.0;
-      for (int64_t c = 0; c < cols; ++c) {
-        const double g = got.data_as<float>()[r * cols + c], w = want.data_as<float>()[r * cols + c];
-        err += (g - w) * (g - w);
-        norm += w * w;
+    // Row by row too, so that one row skipped or written twice cannot hide in a whole-tensor norm.
+    auto worst_row = [&](const Tensor& got, const Tensor& want) {
+      double worst = 0.0;
+      for (int64_t r = 0; r < rows; ++r) {
+        double err = 0.0, norm = 0.0;
+        for (int64_t c = 0; c < cols; ++c) {
+          const double g = got.data_as<float>()[r * cols + c],
+                       w = want.data_as<float>()[r * cols + c];
+          err += (g - w) * (g - w);
+          norm += w * w;
+        }
+        worst = std::max(worst, std::isfinite(err) ? std::sqrt(err / norm) : HUGE_VAL);
       }
-      worst = std::max(worst, std::isfinite(err) ? std::sqrt(err / norm) : HUGE_VAL);
+      return worst;
+    };
+    const Tensor y = dy.Download({rows, cols}, dt()), sum = dsum.Download({rows, cols}, dt());
+    EXPECT_LT(RelError(y, ref[0]), Tolerance(dt())) << cols;
+    EXPECT_LT(RelError(sum, ref[1]), Tolerance(dt())) << cols;
+    EXPECT_LT(worst_row(y, ref[0]), 2 * Tolerance(dt())) << rows << "x" << cols;
+    EXPECT_LT(worst_row(sum, ref[1]), 2 * Tolerance(dt())) << rows << "x" << cols;
+    // In place, as the backend may plan it (y aliases x, or the skip, each on fresh copies): each
+    // row is read before it is written.
+    DeviceTensor dx2(x, dt()), ds2(skip, dt());
+    LayerNormArgs over_x = a, over_skip = a;
+    over_x.y = dx.get();
+    over_x.sum_out = over_skip.sum_out = nullptr;
+    over_skip.x = dx2.get();
+    over_skip.skip = over_skip.y = ds2.get();
+    for (const auto& [args, out] : {std::pair{over_x, &dx}, std::pair{over_skip, &ds2}}) {
+      CheckCuda(LayerNormRun(args, nullptr, nullptr), "LayerNormRun in place");
+      const Tensor got = out->Download({rows, cols}, dt());
+      EXPECT_LT(RelError(got, ref[0]), Tolerance(dt())) << cols;
+      EXPECT_LT(worst_row(got, ref[0]), 2 * Tolerance(dt())) << rows << "x" << cols;
     }
-    return worst;
-  };
-  EXPECT_LT(worst_row(dy.Download({rows, cols}, dt()), ref[0]), 2 * Tolerance(dt()));
-  EXPECT_LT(worst_row(dsum.Download({rows, cols}, dt()), ref[1]), 2 * Tolerance(dt()));
-  // In place over the skip (y aliases it): each row is read before it is written.
-  LayerNormArgs in_place = a;
-  in_place.y = ds.get();
-  in_place.sum_out = nullptr;
-  CheckCuda(LayerNormRun(in_place, nullptr, nullptr), "LayerNormRun in place");
-  EXPECT_LT(worst_row(ds.Download({rows, cols}, dt()), ref[0]), 2 * Tolerance(dt()));
+  }
 }
 
 TEST_P(CudaOpTest, EmbedLayerNormPaddedAndPacked) {

@@ -173,8 +173,8 @@ TEST(CudaPlan, Fp16AndBf16PlansLeaveOutTheFloat32CopiesOfLoweredWeights) {
     }
     auto bytes = builder::BuildPlanFromGraph(*graph, c);
     ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
-    auto plan = plan::PlanFile::FromBytes(
-        {reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()});
+    auto plan =
+        plan::PlanFile::FromBytes({reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()});
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
     auto section = [&](std::string_view name) { return *(*plan)->Section(name); };
     auto decoded = DecodeGraph(section(plan::kGraphSection), section(plan::kWeightsSection));

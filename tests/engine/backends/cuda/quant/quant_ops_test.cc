@@ -231,12 +231,12 @@ struct OpCase {
 };
 
 std::string Name(const OpCase& c) {
-  return fmt::format("{} m={} n={} k={} act={} bias={} res={} first={}{}{}{}",
-                     c.type == QuantType::kInt8 ? "int8" : "fp8", c.m, c.n, c.k,
-                     static_cast<int>(c.act), c.bias, c.residual, QuantGemmModeName(c.first),
-                     c.fp8_out ? " e4m3 out" : "", c.int8_out ? " int8 out" : "",
-                     c.own_tile >= 0 ? fmt::format(" own gemm {}", QGemmTileName(c.own_tile))
-                                     : std::string());
+  return fmt::format(
+      "{} m={} n={} k={} act={} bias={} res={} first={}{}{}{}",
+      c.type == QuantType::kInt8 ? "int8" : "fp8", c.m, c.n, c.k, static_cast<int>(c.act), c.bias,
+      c.residual, QuantGemmModeName(c.first), c.fp8_out ? " e4m3 out" : "",
+      c.int8_out ? " int8 out" : "",
+      c.own_tile >= 0 ? fmt::format(" own gemm {}", QGemmTileName(c.own_tile)) : std::string());
 }
 
 void CheckLinear(const OpCase& c, uint32_t seed) {
@@ -423,10 +423,9 @@ void CheckLinear(const OpCase& c, uint32_t seed) {
         want = std::clamp(want, lo, hi);
         ref = std::clamp(ref, lo, hi);
       }
-      const double got =
-          c.fp8_out    ? E4m3ToFloatHost(y8[i * c.n + j]) * double{out_step}
-          : c.int8_out ? static_cast<int8_t>(y8[i * c.n + j]) * double{out_step8}
-                       : HalfToFloatHost(yh[i * c.n + j]);
+      const double got = c.fp8_out    ? E4m3ToFloatHost(y8[i * c.n + j]) * double{out_step}
+                         : c.int8_out ? static_cast<int8_t>(y8[i * c.n + j]) * double{out_step8}
+                                      : HalfToFloatHost(yh[i * c.n + j]);
       // The cuBLASLt path rounds to FP16 before quantising: up to a step more than half of one.
       const double out_round =
           c.fp8_out    ? std::ldexp(std::abs(want), -4) + std::ldexp(double{out_step}, -9)
@@ -502,14 +501,14 @@ TEST(QuantLinearGpu, OwnGemmInEveryTypeTileAndEpilogueMatchesTheReferences) {
   SKIP_WITHOUT_GPU();
   // Odd row counts (partial tiles), one row, rows past one wave of tiles, N and K of 16 steps.
   const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
-      {1, 64, 64}, {37, 192, 64}, {16, 48, 80}, {200, 768, 768}, {513, 3072, 768},
-      {256, 768, 3072}};
+      {1, 64, 64},     {37, 192, 64},    {16, 48, 80},
+      {200, 768, 768}, {513, 3072, 768}, {256, 768, 3072}};
   // (activation, bias, residual, quantised out); tanh is not the own GEMM's, nor FP8 GELU with
   // FP16 out: those run cuBLASLt (the cases check that fallback).
   const std::vector<std::tuple<Activation, bool, bool, bool>> epilogues = {
-      {Activation::kNone, true, false, false}, {Activation::kGelu, true, false, false},
-      {Activation::kNone, true, true, false},  {Activation::kNone, false, false, false},
-      {Activation::kGelu, true, false, true},  {Activation::kGelu, false, false, true},
+      {Activation::kNone, true, false, false},     {Activation::kGelu, true, false, false},
+      {Activation::kNone, true, true, false},      {Activation::kNone, false, false, false},
+      {Activation::kGelu, true, false, true},      {Activation::kGelu, false, false, true},
       {Activation::kGeluTanh, true, false, false}, {Activation::kTanh, true, false, false}};
   uint32_t seed = 1000;
   for (QuantType t : {QuantType::kInt8, QuantType::kFp8E4M3}) {
@@ -527,8 +526,8 @@ TEST(QuantLinearGpu, OwnGemmInEveryTypeTileAndEpilogueMatchesTheReferences) {
     }
   }
   // The int8 output where cuBLASLt runs the layer: FP16 y, then a quantise pass.
-  OpCase c{QuantType::kInt8, 37, 192, 64, Activation::kGelu, true, false,
-           QuantGemmMode::kFusedEpilogue};
+  OpCase c{QuantType::kInt8,  37,   192,   64,
+           Activation::kGelu, true, false, QuantGemmMode::kFusedEpilogue};
   c.int8_out = true;
   CheckLinear(c, seed++);
 }
