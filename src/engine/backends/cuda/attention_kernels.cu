@@ -84,6 +84,9 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKerne
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
+  // A warp whose 16 queries all lie past the sequence (short posts leave up to three of four
+  // idle) still shares the tile loads and barriers, but issues no matrix work.
+  const bool active = q0 + warp * 16 < len;
   // ldmatrix row addresses: A operand (Q rows), non-transposed B (K rows), transposed B (V rows).
   const int a_row = lane & 15, a_col = (lane >> 4) * 8;
   const int kb_row = (lane & 7) + ((lane >> 4) << 3), kb_col = ((lane >> 3) & 1) * 8;
@@ -104,92 +107,94 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKerne
       CpAsyncWait<0>();
     }
     __syncthreads();
-    if (j == 0) {
+    if (active) {
+      if (j == 0) {
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        LdMatrixX4(qf[kk], q_smem + ((warp * 16 + a_row) * S::kLd + kk * 16 + a_col) * 2);
-      }
-    }
-    const uint32_t ks = k_smem + (j & 1) * kTileBytes;
-    const uint32_t vs = v_smem + (j & 1) * kTileBytes;
-    const int k0 = j * kBlockN;
-
-    // S = Q·Kᵀ, 16 queries × 64 keys per warp, float32.
-    float s[kNTiles][4];
-#pragma unroll
-    for (int n = 0; n < kNTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-#pragma unroll
-    for (int np = 0; np < kNTiles / 2; ++np) {
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t kb[4];
-        LdMatrixX4(kb, ks + ((np * 16 + kb_row) * S::kLd + kk * 16 + kb_col) * 2);
-        Mma16816<T>(s[2 * np], qf[kk], kb[0], kb[1]);
-        Mma16816<T>(s[2 * np + 1], qf[kk], kb[2], kb[3]);
-      }
-    }
-
-    // Scale; keys past the sequence get -inf, padding keys (padded form) the masked score.
-    const bool edge = k0 + kBlockN > len;
-    float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < kNTiles; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float v = s[n][e] * scale_log2;
-        if (edge || kmask) {
-          const int key = k0 + n * 8 + 2 * t + (e & 1);
-          if (key >= len) {
-            v = -INFINITY;
-          } else if (kmask && kmask[key] == 0) {
-            v = kMaskedScore;
-          }
+        for (int kk = 0; kk < D / 16; ++kk) {
+          LdMatrixX4(qf[kk], q_smem + ((warp * 16 + a_row) * S::kLd + kk * 16 + a_col) * 2);
         }
-        s[n][e] = v;
-        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], v);
       }
-    }
-    // Online softmax per row (lanes 4g..4g+3 share rows g and g+8). Every tile holds key k0 < len,
-    // so the new maximum is finite.
-    float corr[2];
+      const uint32_t ks = k_smem + (j & 1) * kTileBytes;
+      const uint32_t vs = v_smem + (j & 1) * kTileBytes;
+      const int k0 = j * kBlockN;
+
+      // S = Q·Kᵀ, 16 queries × 64 keys per warp, float32.
+      float s[kNTiles][4];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const float m_new = fmaxf(m[r], tile_max[r]);
-      corr[r] = exp2f(m[r] - m_new);
-      m[r] = m_new;
-      l[r] *= corr[r];
-    }
-    // P = exp2(S - m), rounded to T in the A-operand layout of P·V: the two 8-key tiles 2kk and
-    // 2kk+1 form the 16-key k-step kk. The row sums add the rounded weights P·V uses.
-    uint32_t pf[kBlockN / 16][4];
+      for (int n = 0; n < kNTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
 #pragma unroll
-    for (int n = 0; n < kNTiles; ++n) {
-      const float p0 = exp2f(s[n][0] - m[0]), p1 = exp2f(s[n][1] - m[0]);
-      const float p2 = exp2f(s[n][2] - m[1]), p3 = exp2f(s[n][3] - m[1]);
-      const uint32_t lo = PackPair<T>(p0, p1), hi = PackPair<T>(p2, p3);
-      l[0] += PairSum<T>(lo);
-      l[1] += PairSum<T>(hi);
-      pf[n >> 1][(n & 1) * 2] = lo;
-      pf[n >> 1][(n & 1) * 2 + 1] = hi;
-    }
+      for (int np = 0; np < kNTiles / 2; ++np) {
 #pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-      o[i][0] *= corr[0];
-      o[i][1] *= corr[0];
-      o[i][2] *= corr[1];
-      o[i][3] *= corr[1];
-    }
-    // O += P·V.
+        for (int kk = 0; kk < D / 16; ++kk) {
+          uint32_t kb[4];
+          LdMatrixX4(kb, ks + ((np * 16 + kb_row) * S::kLd + kk * 16 + kb_col) * 2);
+          Mma16816<T>(s[2 * np], qf[kk], kb[0], kb[1]);
+          Mma16816<T>(s[2 * np + 1], qf[kk], kb[2], kb[3]);
+        }
+      }
+
+      // Scale; keys past the sequence get -inf, padding keys (padded form) the masked score.
+      const bool edge = k0 + kBlockN > len;
+      float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      for (int n = 0; n < kNTiles; ++n) {
 #pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
-        uint32_t vb[4];
-        LdMatrixX4Trans(vb, vs + ((kk * 16 + vb_row) * S::kLd + dp * 16 + vb_col) * 2);
-        Mma16816<T>(o[2 * dp], pf[kk], vb[0], vb[1]);
-        Mma16816<T>(o[2 * dp + 1], pf[kk], vb[2], vb[3]);
+        for (int e = 0; e < 4; ++e) {
+          float v = s[n][e] * scale_log2;
+          if (edge || kmask) {
+            const int key = k0 + n * 8 + 2 * t + (e & 1);
+            if (key >= len) {
+              v = -INFINITY;
+            } else if (kmask && kmask[key] == 0) {
+              v = kMaskedScore;
+            }
+          }
+          s[n][e] = v;
+          tile_max[e >> 1] = fmaxf(tile_max[e >> 1], v);
+        }
+      }
+      // Online softmax per row (lanes 4g..4g+3 share rows g and g+8). Every tile holds key k0 <
+      // len, so the new maximum is finite.
+      float corr[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+        const float m_new = fmaxf(m[r], tile_max[r]);
+        corr[r] = exp2f(m[r] - m_new);
+        m[r] = m_new;
+        l[r] *= corr[r];
+      }
+      // P = exp2(S - m), rounded to T in the A-operand layout of P·V: the two 8-key tiles 2kk and
+      // 2kk+1 form the 16-key k-step kk. The row sums add the rounded weights P·V uses.
+      uint32_t pf[kBlockN / 16][4];
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n) {
+        const float p0 = exp2f(s[n][0] - m[0]), p1 = exp2f(s[n][1] - m[0]);
+        const float p2 = exp2f(s[n][2] - m[1]), p3 = exp2f(s[n][3] - m[1]);
+        const uint32_t lo = PackPair<T>(p0, p1), hi = PackPair<T>(p2, p3);
+        l[0] += PairSum<T>(lo);
+        l[1] += PairSum<T>(hi);
+        pf[n >> 1][(n & 1) * 2] = lo;
+        pf[n >> 1][(n & 1) * 2 + 1] = hi;
+      }
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) {
+        o[i][0] *= corr[0];
+        o[i][1] *= corr[0];
+        o[i][2] *= corr[1];
+        o[i][3] *= corr[1];
+      }
+      // O += P·V.
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+#pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          uint32_t vb[4];
+          LdMatrixX4Trans(vb, vs + ((kk * 16 + vb_row) * S::kLd + dp * 16 + vb_col) * 2);
+          Mma16816<T>(o[2 * dp], pf[kk], vb[0], vb[1]);
+          Mma16816<T>(o[2 * dp + 1], pf[kk], vb[2], vb[3]);
+        }
       }
     }
     __syncthreads();  // every warp is done with buffer j & 1
@@ -203,7 +208,8 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKerne
     }
   }
 
-  // Normalise, stage this warp's 16 rows in its own (consumed) Q rows, then 16-byte stores.
+  if (!active) return;  // no barrier follows
+    // Normalise, stage this warp's 16 rows in its own (consumed) Q rows, then 16-byte stores.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);

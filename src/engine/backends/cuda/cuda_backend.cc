@@ -205,10 +205,7 @@ class CudaEngine : public BackendEngine, public std::enable_shared_from_this<Cud
   const std::vector<size_t>& output_offsets() const { return output_offsets_; }
   size_t outputs_bytes() const { return outputs_bytes_; }
   const void* Weight(int v) const { return v < 0 ? nullptr : weight_ptr_.at(v); }
-  const GemmAlgo* Tactic(const std::string& key) const {
-    auto it = tactics_.find(key);
-    return it == tactics_.end() ? nullptr : &it->second;
-  }
+  const GemmAlgo* Tactic(const GemmDesc& desc) const { return tactics_.Find(desc); }
   // Reserves device bytes against the budget; the error says what would not fit.
   Status Reserve(size_t bytes, std::string_view what) const;
   void Release(size_t bytes) const { reserved_ -= bytes; }
@@ -223,7 +220,7 @@ class CudaEngine : public BackendEngine, public std::enable_shared_from_this<Cud
   DevicePtr weights_;
   size_t weights_bytes_ = 0;
   std::map<int, const void*> weight_ptr_;
-  std::map<std::string, GemmAlgo> tactics_;
+  TacticTable tactics_;
   std::map<int, size_t> act_offset_;
   size_t arena_bytes_ = 0;
   std::vector<size_t> output_offsets_;  // per graph output: float32 staging offset
@@ -315,7 +312,7 @@ Status CudaEngine::Init(std::shared_ptr<const ir::Graph> graph, std::span<const 
     return DataLossError("cuda plan: tactics were built for another precision than the config");
   }
   SURGE_ASSIGN_OR_RETURN(max_, ProfileShape(program_, config, true));
-  tactics_ = std::move(b.tactics);
+  SURGE_ASSIGN_OR_RETURN(tactics_, TacticTable::FromBlob(b.tactics));
   program_.exact_gelu = b.exact_gelu;
   for (LoweredOp& op : program_.ops) {
     if (op.kind == OpKind::kLinear) op.weight_nk = b.weights_nk.count(op.inputs[1]) > 0;
@@ -384,6 +381,7 @@ std::string CudaEngine::Describe() const {
       program_.exact_gelu ? "exact (erf)" : "tanh form fused on token rows", max_.batch, max_.seq,
       weights_bytes_ / 1048576.0, arena_bytes_ / 1048576.0, outputs_bytes_ / 1048576.0,
       kGemmWorkspaceBytes >> 20);
+  std::map<std::string, std::string> tactics_listed;  // GEMM shape -> op that lists its tunings
   for (const LoweredOp& op : program_.ops) {
     const ir::Node& n = graph_->nodes[op.node];
     std::string kernel;
@@ -398,13 +396,22 @@ std::string CudaEngine::Describe() const {
         }
         bool extra = false;
         const GemmDesc d = LinearGemm(program_, op, 1, &extra);
-        GemmDesc shape = d;
-        shape.m = 0;
-        const std::string prefix = shape.Key() + " mb=";
+        // Each GEMM shape's tunings are listed once, at its first op.
         std::string tuned;
-        for (const auto& [key, algo] : tactics_) {
-          if (key.rfind(prefix, 0) == 0) {
-            tuned += fmt::format(" rows~2^{}: {:.1f} us;", key.substr(prefix.size()), algo.time_us);
+        bool floors = false;
+        if (const auto* rows = tactics_.Rows(d, &floors)) {
+          GemmDesc shape = d;
+          shape.m = 0;
+          auto [first, fresh] = tactics_listed.emplace(shape.Key(), n.name);
+          if (!fresh) {
+            tuned = fmt::format(" as {}", first->second);
+          } else {
+            for (const auto& [r, algo] : *rows) {
+              tuned += floors ? fmt::format(" rows~2^{}: {:.1f} us;", RowBucket(r), algo.time_us)
+                              : fmt::format(" {}: {:.1f} us;", r, algo.time_us);
+            }
+            if (!floors)
+              tuned = " (the smallest tuned row count at or above the call's, us)" + tuned;
           }
         }
         kernel = fmt::format("cublasLt gemm k={} n={} W{} epilogue={}{}{} tactics:{}", op.k,
@@ -546,7 +553,7 @@ Result<const GemmPlan*> CudaContext::Plan(size_t op_index, const GemmDesc& desc)
   auto key = std::make_pair(op_index, desc.m);
   auto it = gemm_plans_.find(key);
   if (it != gemm_plans_.end()) return it->second.get();
-  const GemmAlgo* tuned = engine_->Tactic(TacticKey(desc));
+  const GemmAlgo* tuned = engine_->Tactic(desc);
   SURGE_ASSIGN_OR_RETURN(
       auto plan, GemmPlan::Create(lt_, desc, tuned ? *tuned : GemmAlgo{}, kGemmWorkspaceBytes));
   const GemmPlan* p = plan.get();
@@ -1023,12 +1030,12 @@ class CudaBackend : public Backend {
       nk[w] = op.weight_nk;
       blob->tactics[TacticKey(op.weight_nk ? nk_desc : kn)] = op.weight_nk ? *nk_algo : *kn_algo;
     }
-    // The opt shape, one sequence and the max shape first (their buckets keep those tunings),
-    // then every other power-of-two bucket up to the max, so that ragged batches (whose packed
-    // row counts fall anywhere) get measured tactics too.
+    // The opt shape, one sequence and the max shape exactly, then the row counts of
+    // GemmTuningRows, so that ragged batches (whose packed row counts fall anywhere) run an
+    // algorithm measured at a row count close above theirs.
     std::vector<std::pair<int64_t, int64_t>> shapes = {
         {opt.batch * opt.seq, opt.batch}, {opt.seq, 1}, {max.batch * max.seq, max.batch}};
-    for (int64_t rows = 32; rows <= max.batch * max.seq; rows *= 2) {
+    for (int64_t rows : GemmTuningRows(max.batch * max.seq)) {
       shapes.push_back({rows, std::min(rows, max.batch)});
     }
     for (auto [tokens, batch] : shapes) {

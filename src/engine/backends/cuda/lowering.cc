@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstring>
 
@@ -133,10 +134,73 @@ int RowBucket(int64_t m) {
   return bucket;
 }
 
-std::string TacticKey(const GemmDesc& d) {
+namespace {
+
+std::string ShapeKey(const GemmDesc& d) {
   GemmDesc k = d;
   k.m = 0;
-  return fmt::format("{} mb={}", k.Key(), RowBucket(d.m));
+  return k.Key();
+}
+
+}  // namespace
+
+std::string TacticKey(const GemmDesc& d) { return fmt::format("{} rows={}", ShapeKey(d), d.m); }
+
+std::vector<int64_t> GemmTuningRows(int64_t max_rows) {
+  std::set<int64_t> rows;
+  for (int64_t p = 32; p < max_rows; p *= 2) {
+    rows.insert(p);
+    const int per_octave = p < 1024 ? 1 : p < 8192 ? 8 : 4;
+    for (int j = 1; j < per_octave; ++j) {
+      const double r =
+          std::ceil(static_cast<double>(p) * std::exp2(static_cast<double>(j) / per_octave));
+      const int64_t rounded = (static_cast<int64_t>(r) + 31) / 32 * 32;
+      if (rounded < max_rows) rows.insert(rounded);
+    }
+  }
+  if (max_rows > 0) rows.insert(max_rows);
+  return {rows.begin(), rows.end()};
+}
+
+Result<TacticTable> TacticTable::FromBlob(const std::map<std::string, GemmAlgo>& tactics) {
+  TacticTable t;
+  for (const auto& [key, algo] : tactics) {
+    const size_t space = key.rfind(' ');
+    const std::string tail = space == std::string::npos ? "" : key.substr(space + 1);
+    const bool floors = tail.rfind("mb=", 0) == 0;
+    const std::string number = tail.substr(tail.find('=') + 1);
+    int64_t v = -1;
+    if (floors || tail.rfind("rows=", 0) == 0) {
+      const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
+      if (ec != std::errc() || end != number.data() + number.size()) v = -1;
+    }
+    if (v < 0 || (floors && v > 62)) {
+      return DataLossError("cuda plan: tactic key '{}' names no row count", key);
+    }
+    Shape& shape = t.shapes_[key.substr(0, space)];
+    shape.floors = floors;
+    shape.by_rows[floors ? int64_t{1} << v : v] = algo;
+  }
+  return t;
+}
+
+const std::map<int64_t, GemmAlgo>* TacticTable::Rows(const GemmDesc& d, bool* floors) const {
+  auto it = shapes_.find(ShapeKey(d));
+  if (it == shapes_.end()) return nullptr;
+  if (floors) *floors = it->second.floors;
+  return &it->second.by_rows;
+}
+
+const GemmAlgo* TacticTable::Find(const GemmDesc& d) const {
+  bool floors = false;
+  const std::map<int64_t, GemmAlgo>* rows = Rows(d, &floors);
+  if (!rows || rows->empty()) return nullptr;
+  if (floors) {  // the power-of-two bucket floor(log2 m), or none (heuristic) as before
+    auto it = rows->find(int64_t{1} << RowBucket(d.m));
+    return it == rows->end() ? nullptr : &it->second;
+  }
+  auto it = rows->lower_bound(d.m);
+  return it == rows->end() ? &rows->rbegin()->second : &it->second;
 }
 
 Result<Program> AnalyzeGraph(const ir::Graph& g, const BuilderConfig& config) {
@@ -447,7 +511,7 @@ std::vector<GemmDesc> LinearGemms(const Program& p, int64_t token_rows, int64_t 
 
 std::string SerializeBlob(const Blob& b) {
   std::string s(kBlobMagic, sizeof(kBlobMagic));
-  PutU32(&s, 3);  // version
+  PutU32(&s, 4);  // version (4: tactics keyed by the row count they were tuned at)
   PutU32(&s, b.dtype == DataType::kF16 ? 1 : 2);
   PutU32(&s, b.padding_free ? 1 : 0);
   PutU32(&s, b.exact_gelu ? 1 : 0);
@@ -480,9 +544,9 @@ Status ReadBlobHeader(Reader& r, Blob* b, uint32_t* weight_count) {
   }
   uint32_t version = 0, dtype = 0, pf = 0;
   SURGE_RETURN_IF_ERROR(r.Read(&version, 4, "version"));
-  if (version != 2 && version != 3) {
+  if (version < 2 || version > 4) {
     return DataLossError(
-        "cuda plan blob version {} is not supported (this build reads 2 and 3); "
+        "cuda plan blob version {} is not supported (this build reads 2 to 4); "
         "rebuild the plan",
         version);
   }

@@ -89,12 +89,44 @@ Result<Program> AnalyzeGraph(const ir::Graph& graph, const BuilderConfig& config
 // with float32 statistics is not offered: it is an error naming the valid choices).
 Result<DataType> DeviceType(Precision precision);
 
-// Tactic key of a GEMM: its shape without the row count, plus the row count's power-of-two
-// bucket (floor(log2 m)). Lower tunes a few buckets; other row counts use cuBLASLt's heuristic,
-// since an algorithm tuned for 4096 rows can be a poor choice for 32.
+// Tactic key of a GEMM: its shape without the row count, plus the row count it was tuned at
+// ("<shape> rows=R"). Plans of blob version 3 and before keyed by the row count's power-of-two
+// floor ("<shape> mb=B").
 std::string TacticKey(const GemmDesc& desc);
-// The row-count bucket of a tactic: floor(log2 m) (0 for m <= 1).
+// The row-count bucket floor(log2 m) (0 for m <= 1), as the quantised layers' load-time tunings
+// are keyed.
 int RowBucket(int64_t m);
+
+// Row counts Lower tunes every GEMM at, up to `max_rows` (always included): powers of two from 32
+// and, from 1024 rows up, where a GEMM's tiles fill the card in waves, more per octave (2^(b+j/n),
+// rounded up to a multiple of 32): n = 8 below 8192 rows, where one to a few waves make the step
+// to the next tuned count matter most (a call does about 9 % more work at most than its own row
+// count needs), n = 4 above. The profile's opt shape and one sequence are tuned exactly besides.
+std::vector<int64_t> GemmTuningRows(int64_t max_rows);
+
+// A plan's tuned GEMM algorithms by shape and row count. A GEMM of m rows runs the algorithm tuned
+// at the smallest tuned row count >= m (the largest beyond them all): a tiling's time only grows
+// with the rows, so the choice costs at most the best time at that count. (Tuned at the row count
+// below, a tiling that fits the card's waves there can need a whole extra wave a few rows later:
+// 2656 rows ran 2048's algorithms as slowly as 4096 rows.) Plans keyed by power-of-two floors
+// keep their floor meaning.
+class TacticTable {
+ public:
+  TacticTable() = default;
+  // Keys as TacticKey makes them, or the "mb=" keys of older plans; other keys are an error.
+  static Result<TacticTable> FromBlob(const std::map<std::string, GemmAlgo>& tactics);
+  const GemmAlgo* Find(const GemmDesc& desc) const;
+  // The tunings of `desc`'s shape by row count (null when it has none), and whether they are
+  // power-of-two floors (row count 2^B stands for B).
+  const std::map<int64_t, GemmAlgo>* Rows(const GemmDesc& desc, bool* floors) const;
+
+ private:
+  struct Shape {
+    bool floors = false;
+    std::map<int64_t, GemmAlgo> by_rows;
+  };
+  std::map<std::string, Shape> shapes_;
+};
 
 struct Blob {
   DataType dtype = DataType::kF16;

@@ -211,6 +211,86 @@ TEST(CudaBackend, BlobRoundTripAndCorruption) {
           .ok());
 }
 
+// Needs no GPU: the row counts Lower tunes at, and how a call's row count finds its tuning.
+TEST(CudaBackend, GemmTuningRowsAndTheTacticAtOrAboveACallsRows) {
+  const std::vector<int64_t> rows = GemmTuningRows(32768);
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows.front(), 32);
+  EXPECT_EQ(rows.back(), 32768);
+  EXPECT_TRUE(std::is_sorted(rows.begin(), rows.end()));
+  for (int64_t p = 32; p <= 32768; p *= 2) {
+    EXPECT_TRUE(std::binary_search(rows.begin(), rows.end(), p)) << p;
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i] % 32, 0) << rows[i];
+    if (i == 0) continue;
+    // Below 1024 rows one per octave, then eight (steps of about 9 %), from 8192 four (19 %).
+    if (rows[i] > 8192) {
+      EXPECT_LE(rows[i] - rows[i - 1], rows[i - 1] * 19 / 100 + 32)
+          << rows[i - 1] << " " << rows[i];
+    } else if (rows[i] > 1024) {
+      EXPECT_LE(rows[i] - rows[i - 1], rows[i - 1] / 10 + 32) << rows[i - 1] << " " << rows[i];
+    } else {
+      EXPECT_EQ(rows[i], 2 * rows[i - 1]);
+    }
+  }
+  EXPECT_EQ(rows.size(), 38u);  // 32..512 (5), 1024..4096 eight per octave (24), 8192..16384 four
+                                // per octave (8), 32768
+  EXPECT_EQ(GemmTuningRows(100), (std::vector<int64_t>{32, 64, 100}));
+  EXPECT_EQ(GemmTuningRows(1), (std::vector<int64_t>{1}));
+  EXPECT_TRUE(GemmTuningRows(0).empty());
+
+  GemmDesc d;
+  d.n = 768;
+  d.k = 768;
+  d.epilogue = GemmEpilogue::kBias;
+  auto algo = [](float us) {
+    GemmAlgo a;
+    a.valid = true;
+    a.time_us = us;
+    return a;
+  };
+  std::map<std::string, GemmAlgo> keys;
+  for (int64_t m : {int64_t{128}, int64_t{2048}, int64_t{2464}, int64_t{4096}}) {
+    d.m = m;
+    keys[TacticKey(d)] = algo(static_cast<float>(m));
+  }
+  auto table = TacticTable::FromBlob(keys);
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  auto tuned_at = [&](int64_t m) {
+    d.m = m;
+    const GemmAlgo* a = table->Find(d);
+    return a ? static_cast<int64_t>(a->time_us) : int64_t{-1};
+  };
+  EXPECT_EQ(tuned_at(1), 128);
+  EXPECT_EQ(tuned_at(128), 128);
+  EXPECT_EQ(tuned_at(129), 2048);
+  EXPECT_EQ(tuned_at(2048), 2048);
+  EXPECT_EQ(tuned_at(2049), 2464);
+  EXPECT_EQ(tuned_at(2656), 4096);
+  EXPECT_EQ(tuned_at(9000), 4096);  // beyond every tuning: the largest
+  GemmDesc other = d;
+  other.n = 3072;
+  EXPECT_EQ(table->Find(other), nullptr);
+
+  // Plans keyed by power-of-two floors keep their meaning: bucket floor(log2 m) or none.
+  GemmDesc shape = d;
+  shape.m = 0;
+  auto old = TacticTable::FromBlob({{shape.Key() + " mb=11", algo(11.f)}});
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  d.m = 2656;
+  ASSERT_NE(old->Find(d), nullptr);
+  EXPECT_EQ(old->Find(d)->time_us, 11.f);
+  d.m = 4096;
+  EXPECT_EQ(old->Find(d), nullptr);
+  for (const char* bad : {" rows=", " rows=x", " mb=99", " m=5", ""}) {
+    auto r = TacticTable::FromBlob({{shape.Key() + bad, algo(1.f)}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(r.status().message().find("tactic key"), std::string::npos);
+  }
+}
+
 // Needs no GPU: the lowering moves each SkipLayerNorm's skip into the Linear before it.
 TEST(CudaBackend, ResidualMovesIntoTheGemm) {
   std::mt19937 rng(5);

@@ -227,11 +227,11 @@ TEST_P(CudaOpTest, AttentionPaddedAndPackedMatchReference) {
     int d, seq;
     std::vector<int> lens;
   };
-  // Odd lengths, one-token sequences, and sequences of 1..5 key tiles (64 keys each), so the
-  // double-buffered tile ring wraps.
+  // Odd lengths, one-token sequences, sequences of 1..5 key tiles (64 keys each), so the
+  // double-buffered tile ring wraps, and blocks with one to three warps past the sequence's end.
   const std::vector<Shape3> shapes = {{16, 77, {77, 40, 1}},
                                       {32, 77, {77, 40, 1}},
-                                      {64, 77, {77, 40, 1}},
+                                      {64, 77, {77, 40, 1, 17, 33, 48}},
                                       {128, 77, {77, 40, 1}},
                                       {64, 300, {300, 257, 129, 64, 1}},
                                       {128, 200, {65, 200, 128}},
