@@ -208,8 +208,8 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKerne
     }
   }
 
+  // Normalise, stage this warp's 16 rows in its own (consumed) Q rows, then 16-byte stores.
   if (!active) return;  // no barrier follows
-    // Normalise, stage this warp's 16 rows in its own (consumed) Q rows, then 16-byte stores.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);

@@ -381,7 +381,7 @@ std::string CudaEngine::Describe() const {
       program_.exact_gelu ? "exact (erf)" : "tanh form fused on token rows", max_.batch, max_.seq,
       weights_bytes_ / 1048576.0, arena_bytes_ / 1048576.0, outputs_bytes_ / 1048576.0,
       kGemmWorkspaceBytes >> 20);
-  std::map<std::string, std::string> tactics_listed;  // GEMM shape -> op that lists its tunings
+  std::map<const void*, std::string> tactics_listed;  // a shape's tunings -> op listing them
   for (const LoweredOp& op : program_.ops) {
     const ir::Node& n = graph_->nodes[op.node];
     std::string kernel;
@@ -400,9 +400,7 @@ std::string CudaEngine::Describe() const {
         std::string tuned;
         bool floors = false;
         if (const auto* rows = tactics_.Rows(d, &floors)) {
-          GemmDesc shape = d;
-          shape.m = 0;
-          auto [first, fresh] = tactics_listed.emplace(shape.Key(), n.name);
+          auto [first, fresh] = tactics_listed.emplace(rows, n.name);
           if (!fresh) {
             tuned = fmt::format(" as {}", first->second);
           } else {

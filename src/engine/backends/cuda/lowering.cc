@@ -177,7 +177,12 @@ Result<TacticTable> TacticTable::FromBlob(const std::map<std::string, GemmAlgo>&
     if (v < 0 || (floors && v > 62)) {
       return DataLossError("cuda plan: tactic key '{}' names no row count", key);
     }
-    Shape& shape = t.shapes_[key.substr(0, space)];
+    auto [it, fresh] = t.shapes_.try_emplace(key.substr(0, space));
+    Shape& shape = it->second;
+    if (!fresh && shape.floors != floors) {
+      return DataLossError("cuda plan: tactic key '{}' mixes power-of-two and exact row counts",
+                           key);
+    }
     shape.floors = floors;
     shape.by_rows[floors ? int64_t{1} << v : v] = algo;
   }

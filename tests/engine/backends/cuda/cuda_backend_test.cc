@@ -283,6 +283,11 @@ TEST(CudaBackend, GemmTuningRowsAndTheTacticAtOrAboveACallsRows) {
   EXPECT_EQ(old->Find(d)->time_us, 11.f);
   d.m = 4096;
   EXPECT_EQ(old->Find(d), nullptr);
+  auto mixed = TacticTable::FromBlob(
+      {{shape.Key() + " mb=11", algo(11.f)}, {shape.Key() + " rows=2048", algo(1.f)}});
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_EQ(mixed.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(mixed.status().message().find("mixes"), std::string::npos);
   for (const char* bad : {" rows=", " rows=x", " mb=99", " m=5", ""}) {
     auto r = TacticTable::FromBlob({{shape.Key() + bad, algo(1.f)}});
     ASSERT_FALSE(r.ok()) << bad;
