@@ -11,15 +11,16 @@
 //
 // --guard-min-cosine C: also INT8 and FP8 plans built through the accuracy guard with the budget
 // cosine >= C (top-1 not constrained: a few random-weight rows decide nothing), held out on 8
-// other random sequences; they run as "int8-guarded" and "fp8-guarded", and the guard's
-// fallback layers (kept FP16) are counted. Every guard candidate is a real CUDA plan, so this
-// costs one build and run per quantisable layer.
+// other random sequences; they run as "int8-guarded" and "fp8-guarded", and the precision the
+// guard gave each layer is counted. The FP8 plan's layers fall back through INT8 to FP16 (the
+// CUDA default), or through --guard-fallback LIST (e.g. fp16: straight to FP16). Every guard
+// candidate is a real CUDA plan, so this costs one build and run per quantisable layer and rung.
 //
 // A precision that fails to build or run is reported (stderr and the JSON's "errors") and the
 // others still run; the exit code is then 1.
 //
 //   surge_quant_bench [--model DIR] [--shapes 128x128,32x128] [--reps 50] [--json FILE]
-//                     [--guard-min-cosine 0.999]
+//                     [--guard-min-cosine 0.999] [--guard-fallback int8,fp16]
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
@@ -29,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -80,7 +82,7 @@ std::vector<TensorMap> Batches(const ir::Graph& g, uint32_t seed, int count, int
 }
 
 int Main(int argc, char** argv) {
-  std::string model, json_path, shapes_arg = "128x128,32x128";
+  std::string model, json_path, shapes_arg = "128x128,32x128", guard_fallback;
   int reps = 50;
   double guard_min_cosine = 0;  // 0: no guarded plans
   for (int i = 1; i < argc; ++i) {
@@ -93,6 +95,7 @@ int Main(int argc, char** argv) {
       }
     }
     if (a == "--model" && i + 1 < argc) model = argv[++i];
+    if (a == "--guard-fallback" && i + 1 < argc) guard_fallback = argv[++i];
     if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
     if (a == "--shapes" && i + 1 < argc) shapes_arg = argv[++i];
@@ -188,6 +191,14 @@ int Main(int argc, char** argv) {
     o.guard = guarded;
     o.guard_options.budget.min_cosine = guard_min_cosine;
     o.guard_options.budget.max_top1_drop = 1.0;
+    if (guarded && p == Precision::kFp8 && !guard_fallback.empty()) {
+      auto ladder = quant::ParseFallbacks(guard_fallback);
+      if (!ladder.ok()) {
+        std::fprintf(stderr, "--guard-fallback: %s\n", ladder.status().ToString().c_str());
+        return 1;
+      }
+      o.guard_options.fallbacks = *ladder;
+    }
     const auto guard_start = Clock::now();
     quant::QuantizeReport report;
     Status st = quant::Quantize(*graph, &*cache, o, &c, &report);
@@ -203,11 +214,12 @@ int Main(int argc, char** argv) {
     }
     // What the loaded engine runs (a layer cuBLASLt refused runs FP16; Describe says why).
     const std::string desc = (*e)->Describe();
-    const std::string kind =
-        p == Precision::kInt8 ? "cublasLt int8 gemm" : "cublasLt fp8 e4m3 gemm";
+    // Guarded FP8 plans may run INT8 layers too (the fallback ladder fp8 -> int8 -> fp16).
     int running = 0;
-    for (size_t at = desc.find(kind); at != std::string::npos; at = desc.find(kind, at + 1)) {
-      ++running;
+    for (const char* kind : {"cublasLt int8 gemm", "cublasLt fp8 e4m3 gemm"}) {
+      for (size_t at = desc.find(kind); at != std::string::npos; at = desc.find(kind, at + 1)) {
+        ++running;
+      }
     }
     std::printf("%s: built in %.1f s (%d of %d layers marked, %d run quantised)\n", name.c_str(),
                 build_s, report.quantised, report.layers, p == Precision::kFp16 ? 0 : running);
@@ -216,12 +228,16 @@ int Main(int argc, char** argv) {
                            {"run_quantised", p == Precision::kFp16 ? 0 : running}};
     if (guarded) {
       const double guard_s = std::chrono::duration<double>(Clock::now() - guard_start).count();
+      std::map<Precision, int> at;
+      for (const auto& [layer, lp] : report.guard.precision) ++at[lp];
+      std::string counts;
+      for (const auto& [lp, n] : at) {
+        counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", n, PrecisionName(lp));
+      }
       std::printf(
-          "%s: guard at %s kept %zu of %d layers in fp16 (%d plans, %.0f s); "
-          "all quantised: %s; kept: %s\n",
-          name.c_str(), report.guard.budget.ToString().c_str(), report.guard.fallback.size(),
-          report.layers, report.guard.plans_evaluated, guard_s,
-          report.guard.all_quantised.Summary().c_str(),
+          "%s: guard at %s: %s of %d layers (%d plans, %.0f s); all quantised: %s; built: %s\n",
+          name.c_str(), report.guard.budget.ToString().c_str(), counts.c_str(), report.layers,
+          report.guard.plans_evaluated, guard_s, report.guard.all_quantised.Summary().c_str(),
           report.guard.final_agreement.Summary().c_str());
       out["guard"][name] = nlohmann::json::parse(report.guard.ToJson());
     }

@@ -30,6 +30,7 @@ struct BuildArgs {
   double min_cosine = 0.999;
   std::string max_top1_drop = "0.5%";
   std::string top1_outputs;
+  std::string guard_fallback;  // empty: the backend's ladder
   bool no_guard = false;
 };
 
@@ -42,6 +43,15 @@ Result<engine::quant::QuantizeOptions> QuantOptions(const BuildArgs& a) {
                          ParseFraction(a.max_top1_drop, "--max-top1-drop"));
   o.guard_options.top1_outputs = SplitCommaList(a.top1_outputs);
   o.guard_options.num_threads = a.threads;
+  if (!a.guard_fallback.empty()) {
+    if (a.no_guard) {
+      return InvalidArgumentError(
+          "--guard-fallback sets where the accuracy guard moves layers; "
+          "it cannot go with --no-guard");
+    }
+    SURGE_ASSIGN_OR_RETURN(o.guard_options.fallbacks,
+                           engine::quant::ParseFallbacks(a.guard_fallback));
+  }
   return o;
 }
 
@@ -71,6 +81,11 @@ int RunBuild(const BuildArgs& args) {
   if (!quantised && !a.calibration.empty()) {
     return Fail(InvalidArgumentError("--calibration is for --precision int8, fp8 or bf16, not {}",
                                      a.precision));
+  }
+  if (!quantised && !a.guard_fallback.empty()) {
+    return Fail(InvalidArgumentError(
+        "--guard-fallback is for --precision int8, fp8 or bf16 (the accuracy guard), not {}",
+        a.precision));
   }
   Status st;
   if (quantised) {
@@ -123,8 +138,10 @@ int RunBuild(const BuildArgs& args) {
           "{}\n",
           g.budget.ToString(), g.holdout_batches, g.plans_evaluated, a.precision,
           g.all_quantised.Summary(), g.final_agreement.Summary());
-      for (const auto& name : g.fallback)
-        std::cout << "  kept in higher precision: " << name << '\n';
+      for (const auto& name : g.fallback) {
+        std::cout << "  kept in " << engine::PrecisionName(g.precision.at(name)) << ": " << name
+                  << '\n';
+      }
     }
     std::cout << "per-layer precision and reasons: surge inspect " << a.output << '\n';
   }
@@ -157,6 +174,9 @@ std::function<int()> SetupBuild(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--top1-outputs", a->top1_outputs,
                  "outputs whose argmax counts (comma-separated; default: names with 'logit')");
+  sub.add_option("--guard-fallback", a->guard_fallback,
+                 "precisions the guard moves sensitive layers through, cheapest first (default: "
+                 "int8,fp16 for cuda fp8, else fp16 on cuda and fp32 on cpu; e.g. bf16,fp32)");
   sub.add_flag("--no-guard", a->no_guard, "quantise every calibrated layer, measure nothing");
   return [a] { return RunBuild(*a); };
 }

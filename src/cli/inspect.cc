@@ -180,6 +180,20 @@ void PrintText(const json& j) {
           100 * g["all_quantised"]["top1_agreement"].get<double>(),
           g["final"]["cosine"].get<double>(), 100 * g["final"]["top1_agreement"].get<double>(),
           g["plans_evaluated"].get<int>(), g["holdout_batches"].get<int>());
+      // Plans built before the fallback ladder have neither key.
+      if (g.contains("stages")) {
+        for (const json& st : g["stages"]) {
+          std::cout << fmt::format(
+              "  {} -> {}: all {} layer(s) at {}: cosine {:.6f}; {} moved{}\n",
+              st["from"].get<std::string>(), st["to"].get<std::string>(), st["layers"].get<int>(),
+              st["to"].get<std::string>(), st["all_moved"]["cosine"].get<double>(),
+              st["moved"].size(),
+              st["sensitivity"].empty()
+                  ? " (all: the budget needs every one of them at least there)"
+                  : fmt::format(" (the most sensitive of {} ranked; engine then cosine {:.6f})",
+                                st["sensitivity"].size(), st["result"]["cosine"].get<double>()));
+        }
+      }
     }
   }
   if (j.contains("backend")) {

@@ -116,8 +116,17 @@ TEST_F(QuantCli, TightBudgetKeepsLayersInFp32AndInspectSaysWhy) {
   ASSERT_GT(fallback.size(), 0u);
   r = Surge("inspect " + Path("q.plan"));
   ASSERT_EQ(r.code, 0);
-  EXPECT_NE(r.out.find(fallback[0].get<std::string>() + "': fp32 - kept by the accuracy guard"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find(fallback[0].get<std::string>() + "': fp32 - kept by the accuracy guard in fp32"),
+      std::string::npos)
+      << r.out;
+  // One stage on the CPU's default ladder (fp32 alone), every layer ranked.
+  EXPECT_NE(r.out.find("int8 -> fp32: all 10 layer(s) at fp32"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the most sensitive of 10 ranked"), std::string::npos) << r.out;
+  r = Surge("build " + model_ + " -o " + Path("q2.plan") + " --precision int8 --calibration " +
+            Path("m.calib") + " --min-cosine 0.9999999 --guard-fallback fp32");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("  kept in fp32: " + fallback[0].get<std::string>()), std::string::npos)
       << r.out;
 }
 
@@ -147,6 +156,15 @@ TEST_F(QuantCli, BadCalibrationCaches) {
                     "unknown calibrator 'kl'");
   EXPECT_FAILS_WITH(Surge(int8 + " --calibration " + Path("m.calib") + " --max-top1-drop 5x"),
                     "--max-top1-drop '5x'");
+  const std::string guarded = int8 + " --calibration " + Path("m.calib");
+  EXPECT_FAILS_WITH(Surge(guarded + " --guard-fallback fp16"),
+                    "a single layer of the cpu backend runs int8, bf16 or fp32");
+  EXPECT_FAILS_WITH(Surge(guarded + " --guard-fallback int4,fp32"), "int4");
+  EXPECT_FAILS_WITH(Surge(guarded + " --guard-fallback fp32,fp32"), "fp32 is named twice");
+  EXPECT_FAILS_WITH(Surge(guarded + " --guard-fallback fp32 --no-guard"),
+                    "cannot go with --no-guard");
+  EXPECT_FAILS_WITH(Surge("build " + model_ + " -o " + Path("x.plan") + " --guard-fallback fp32"),
+                    "--guard-fallback is for --precision int8, fp8 or bf16");
   // Without a held-out slice the guard cannot run; --no-guard builds anyway.
   ASSERT_EQ(Calibrate(Path("nohold.calib"), "--holdout 0").code, 0);
   EXPECT_FAILS_WITH(Surge(int8 + " --calibration " + Path("nohold.calib")), "no held-out inputs");

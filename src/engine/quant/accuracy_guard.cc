@@ -53,13 +53,9 @@ Result<std::vector<TensorMap>> RunAll(const Engine& engine, std::span<const Tens
 
 class Evaluator {
  public:
-  Evaluator(const ir::Graph& graph, BuilderConfig config, Precision fallback,
-            std::span<const TensorMap> holdout, const GuardOptions& options)
-      : graph_(graph),
-        config_(std::move(config)),
-        fallback_(fallback),
-        holdout_(holdout),
-        options_(options) {}
+  Evaluator(const ir::Graph& graph, BuilderConfig config, std::span<const TensorMap> holdout,
+            const GuardOptions& options)
+      : graph_(graph), config_(std::move(config)), holdout_(holdout), options_(options) {}
 
   Status Init() {
     SURGE_ASSIGN_OR_RETURN(config_.profile, ProfileCovering(graph_, holdout_));
@@ -74,10 +70,10 @@ class Evaluator {
     return Status::Ok();
   }
 
-  // The engine with `fallback` layers in the base precision, measured on the held-out batches.
-  Result<Agreement> Evaluate(const std::set<std::string>& fallback) {
+  // The engine with the candidates at `precisions`, measured on the held-out batches.
+  Result<Agreement> Evaluate(const LayerPrecisions& precisions) {
     BuilderConfig c = config_;
-    for (const std::string& name : fallback) c.quant.layers[name].precision = fallback_;
+    for (const auto& [name, p] : precisions) c.quant.layers[name].precision = p;
     auto engine = BuildEngine(graph_, c);
     if (!engine.ok()) return engine.status().WithContext("building a candidate engine");
     SURGE_ASSIGN_OR_RETURN(auto outputs, RunAll(**engine, holdout_));
@@ -85,21 +81,26 @@ class Evaluator {
     for (size_t i = 0; i < outputs.size(); ++i) {
       SURGE_RETURN_IF_ERROR(meter.Add(holdout_[i], reference_[i], outputs[i]));
     }
-    ++evaluations_;
     return meter.result();
   }
-
-  int evaluations() const { return evaluations_; }
 
  private:
   const ir::Graph& graph_;
   BuilderConfig config_;
-  Precision fallback_;
   std::span<const TensorMap> holdout_;
   const GuardOptions& options_;
   std::vector<TensorMap> reference_;
-  int evaluations_ = 0;
 };
+
+Status CheckBudget(const GuardBudget& budget) {
+  if (!(budget.min_cosine >= -1 && budget.min_cosine <= 1) ||
+      !(budget.max_top1_drop >= 0 && budget.max_top1_drop <= 1)) {
+    return InvalidArgumentError(
+        "accuracy budget: min cosine {} must lie in [-1, 1] and max top-1 drop {} in [0, 1]",
+        budget.min_cosine, budget.max_top1_drop);
+  }
+  return Status::Ok();
+}
 
 double Score(const Agreement& a, const GuardBudget& b) {
   const double cos_part = (1.0 - a.cosine()) / std::max(1.0 - b.min_cosine, 1e-12);
@@ -118,111 +119,197 @@ std::string GuardBudget::ToString() const {
 }
 
 std::string GuardResult::ToJson() const {
-  Json effects_json = Json::array();
-  for (const auto& e : effects) {
-    effects_json.push_back({{"layer", e.layer},
-                            {"rank", e.rank},
-                            {"score", e.score},
-                            {"cosine_alone", e.alone.cosine()},
-                            {"top1_agreement_alone", e.alone.top1_agreement()}});
+  auto effects_json = [](const std::vector<LayerEffect>& effects) {
+    Json j = Json::array();
+    for (const auto& e : effects) {
+      j.push_back({{"layer", e.layer},
+                   {"rank", e.rank},
+                   {"score", e.score},
+                   {"cosine_alone", e.alone.cosine()},
+                   {"top1_agreement_alone", e.alone.top1_agreement()}});
+    }
+    return j;
+  };
+  Json ladder_json = Json::array();
+  for (Precision p : ladder) ladder_json.push_back(std::string(PrecisionName(p)));
+  Json stages_json = Json::array();
+  for (const GuardStage& st : stages) {
+    stages_json.push_back({{"from", std::string(PrecisionName(st.from))},
+                           {"to", std::string(PrecisionName(st.to))},
+                           {"layers", st.layers},
+                           {"all_moved", AgreementJson(st.all_moved)},
+                           {"sensitivity", effects_json(st.effects)},
+                           {"moved", st.moved},
+                           {"result", AgreementJson(st.result)}});
   }
+  Json precisions = Json::object();
+  for (const auto& [name, p] : precision) precisions[name] = std::string(PrecisionName(p));
   Json j = {
       {"budget", {{"min_cosine", budget.min_cosine}, {"max_top1_drop", budget.max_top1_drop}}},
+      {"target", std::string(PrecisionName(target))},
+      {"ladder", ladder_json},
       {"fallback", fallback},
+      {"precision", precisions},
       {"all_quantised", AgreementJson(all_quantised)},
       {"final", AgreementJson(final_agreement)},
-      {"sensitivity", effects_json},
+      {"stages", stages_json},
       {"plans_evaluated", plans_evaluated},
       {"holdout_batches", holdout_batches}};
   return j.dump();
 }
 
+Status CheckLadder(Precision target, const std::vector<Precision>& ladder) {
+  if (ladder.empty()) {
+    return InvalidArgumentError("the accuracy guard needs at least one precision to fall back to");
+  }
+  for (size_t i = 0; i < ladder.size(); ++i) {
+    if (ladder[i] == target) {
+      return InvalidArgumentError(
+          "accuracy guard: fallback precision {} is the build's own precision; name only "
+          "higher ones",
+          PrecisionName(target));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (ladder[j] == ladder[i]) {
+        return InvalidArgumentError("accuracy guard: fallback precision {} is named twice",
+                                    PrecisionName(ladder[i]));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Result<GuardResult> SearchFallbacks(const std::vector<std::string>& candidates, Precision target,
+                                    const std::vector<Precision>& ladder, const GuardBudget& budget,
+                                    const EvaluateFn& evaluate) {
+  SURGE_RETURN_IF_ERROR(CheckLadder(target, ladder));
+  SURGE_RETURN_IF_ERROR(CheckBudget(budget));
+  GuardResult result;
+  result.budget = budget;
+  result.target = target;
+  result.ladder = ladder;
+  for (const std::string& name : candidates) result.precision[name] = target;
+  // Every configuration measured once (a stage's first and last steps can coincide).
+  std::map<LayerPrecisions, Agreement> measured;
+  auto measure = [&](const LayerPrecisions& precisions) -> Result<Agreement> {
+    auto it = measured.find(precisions);
+    if (it != measured.end()) return it->second;
+    SURGE_ASSIGN_OR_RETURN(Agreement a, evaluate(precisions));
+    measured.emplace(precisions, a);
+    return a;
+  };
+  auto finish = [&](Result<GuardResult> r) {
+    if (r.ok()) r->plans_evaluated = static_cast<int>(measured.size());
+    return r;
+  };
+  SURGE_ASSIGN_OR_RETURN(result.all_quantised, measure(result.precision));
+  SURGE_LOG_INFO("accuracy guard: every candidate layer {}: {} (budget {})", PrecisionName(target),
+                 result.all_quantised.Summary(), budget.ToString());
+  result.final_agreement = result.all_quantised;
+  if (budget.Met(result.all_quantised)) return finish(std::move(result));
+  if (candidates.empty()) {
+    return FailedPreconditionError("no layer is quantised, yet the engine reaches {} ({})",
+                                   result.all_quantised.Summary(), budget.ToString());
+  }
+  Precision from = target;
+  for (size_t rung = 0; rung < ladder.size(); ++rung) {
+    const Precision to = ladder[rung];
+    const bool last = rung + 1 == ladder.size();
+    GuardStage stage;
+    stage.from = from;
+    stage.to = to;
+    std::vector<std::string> layers;
+    for (const std::string& name : candidates) {
+      if (result.precision.at(name) == from) layers.push_back(name);
+    }
+    stage.layers = static_cast<int>(layers.size());
+    LayerPrecisions all_moved = result.precision;
+    for (const std::string& name : layers) all_moved[name] = to;
+    SURGE_ASSIGN_OR_RETURN(stage.all_moved, measure(all_moved));
+    SURGE_LOG_INFO("accuracy guard: all {} layer(s) from {} to {}: {}", layers.size(),
+                   PrecisionName(from), PrecisionName(to), stage.all_moved.Summary());
+    if (!budget.Met(stage.all_moved)) {
+      if (last) {
+        return FailedPreconditionError(
+            "the accuracy budget ({}) cannot be met: even with all {} quantisable layers in {} "
+            "the engine reaches {}",
+            budget.ToString(), candidates.size(), PrecisionName(to), stage.all_moved.Summary());
+      }
+      // Nothing short of every layer at `to` can do; the next rung starts from there.
+      stage.moved = layers;
+      stage.result = stage.all_moved;
+      result.precision = all_moved;
+      for (const std::string& name : layers) result.fallback.push_back(name);
+      result.stages.push_back(std::move(stage));
+      from = to;
+      continue;
+    }
+    // Each layer's effect alone: itself at `from`, the stage's others at `to`.
+    for (const std::string& layer : layers) {
+      LayerPrecisions alone = all_moved;
+      alone[layer] = from;
+      SURGE_ASSIGN_OR_RETURN(Agreement a, measure(alone));
+      stage.effects.push_back({layer, a, Score(a, budget), 0});
+    }
+    std::stable_sort(stage.effects.begin(), stage.effects.end(),
+                     [](const LayerEffect& a, const LayerEffect& b) { return a.score > b.score; });
+    for (size_t i = 0; i < stage.effects.size(); ++i)
+      stage.effects[i].rank = static_cast<int>(i) + 1;
+    auto top = [&](size_t k) {
+      LayerPrecisions p = result.precision;
+      for (size_t i = 0; i < k; ++i) p[stage.effects[i].layer] = to;
+      return p;
+    };
+    auto meets = [&](size_t k) -> Result<bool> {
+      SURGE_ASSIGN_OR_RETURN(Agreement a, measure(top(k)));
+      SURGE_LOG_INFO("accuracy guard: {} most sensitive layer(s) in {}: {}", k, PrecisionName(to),
+                     a.Summary());
+      return budget.Met(a);
+    };
+    const size_t n = stage.effects.size();
+    size_t lo = 0, hi = 1;  // lo: known to miss (0: the stage's start); n: known to meet
+    while (true) {
+      hi = std::min(hi, n);
+      SURGE_ASSIGN_OR_RETURN(bool ok, meets(hi));
+      if (ok) break;
+      lo = hi;
+      hi *= 2;
+    }
+    while (hi - lo > 1) {
+      const size_t mid = (lo + hi) / 2;
+      SURGE_ASSIGN_OR_RETURN(bool ok, meets(mid));
+      (ok ? hi : lo) = mid;
+    }
+    for (size_t i = 0; i < hi; ++i) {
+      const std::string& layer = stage.effects[i].layer;
+      stage.moved.push_back(layer);
+      if (from == target) result.fallback.push_back(layer);  // else listed when it left target
+    }
+    result.precision = top(hi);
+    stage.result = measured.at(result.precision);
+    result.final_agreement = stage.result;
+    result.stages.push_back(std::move(stage));
+    return finish(std::move(result));
+  }
+  return InternalError("accuracy guard: the ladder ended without a result");
+}
+
 Result<GuardResult> RunAccuracyGuard(const ir::Graph& graph, const BuilderConfig& config,
-                                     const std::vector<std::string>& candidates, Precision fallback,
+                                     const std::vector<std::string>& candidates,
+                                     const std::vector<Precision>& ladder,
                                      std::span<const TensorMap> holdout,
                                      const GuardOptions& options) {
   if (holdout.empty()) {
     return InvalidArgumentError("the accuracy guard needs held-out inputs; none were given");
   }
-  const GuardBudget& budget = options.budget;
-  if (!(budget.min_cosine >= -1 && budget.min_cosine <= 1) ||
-      !(budget.max_top1_drop >= 0 && budget.max_top1_drop <= 1)) {
-    return InvalidArgumentError(
-        "accuracy budget: min cosine {} must lie in [-1, 1] and max top-1 drop {} in [0, 1]",
-        budget.min_cosine, budget.max_top1_drop);
-  }
-  Evaluator eval(graph, config, fallback, holdout, options);
+  SURGE_RETURN_IF_ERROR(CheckBudget(options.budget));
+  Evaluator eval(graph, config, holdout, options);
   SURGE_RETURN_IF_ERROR(eval.Init());
-  GuardResult result;
-  result.budget = budget;
+  SURGE_ASSIGN_OR_RETURN(
+      GuardResult result,
+      SearchFallbacks(candidates, config.precision, ladder, options.budget,
+                      [&](const LayerPrecisions& p) { return eval.Evaluate(p); }));
   result.holdout_batches = static_cast<int>(holdout.size());
-  SURGE_ASSIGN_OR_RETURN(result.all_quantised, eval.Evaluate({}));
-  SURGE_LOG_INFO("accuracy guard: every candidate layer quantised: {} (budget {})",
-                 result.all_quantised.Summary(), budget.ToString());
-  result.final_agreement = result.all_quantised;
-  if (budget.Met(result.all_quantised) || candidates.empty()) {
-    result.plans_evaluated = eval.evaluations();
-    if (!budget.Met(result.all_quantised)) {
-      return FailedPreconditionError("no layer is quantised, yet the engine reaches {} ({})",
-                                     result.all_quantised.Summary(), budget.ToString());
-    }
-    return result;
-  }
-  // Each layer's effect alone.
-  const std::set<std::string> all(candidates.begin(), candidates.end());
-  for (const std::string& layer : candidates) {
-    std::set<std::string> others = all;
-    others.erase(layer);
-    SURGE_ASSIGN_OR_RETURN(Agreement alone, eval.Evaluate(others));
-    result.effects.push_back({layer, alone, Score(alone, budget), 0});
-  }
-  std::stable_sort(result.effects.begin(), result.effects.end(),
-                   [](const LayerEffect& a, const LayerEffect& b) { return a.score > b.score; });
-  for (size_t i = 0; i < result.effects.size(); ++i)
-    result.effects[i].rank = static_cast<int>(i) + 1;
-  auto top = [&](size_t k) {
-    std::set<std::string> s;
-    for (size_t i = 0; i < k; ++i) s.insert(result.effects[i].layer);
-    return s;
-  };
-  const size_t n = result.effects.size();
-  std::map<size_t, Agreement> measured;
-  auto meets = [&](size_t k) -> Result<bool> {
-    auto it = measured.find(k);
-    if (it == measured.end()) {
-      SURGE_ASSIGN_OR_RETURN(Agreement a, eval.Evaluate(top(k)));
-      SURGE_LOG_INFO("accuracy guard: {} most sensitive layer(s) in {}: {}", k,
-                     PrecisionName(fallback), a.Summary());
-      it = measured.emplace(k, a).first;
-    }
-    return budget.Met(it->second);
-  };
-  size_t lo = 0, hi = 1;  // lo: known to miss (0 = all quantised)
-  while (true) {
-    hi = std::min(hi, n);
-    SURGE_ASSIGN_OR_RETURN(bool ok, meets(hi));
-    if (ok) break;
-    if (hi == n) {
-      return FailedPreconditionError(
-          "the accuracy budget ({}) cannot be met: even with all {} quantisable layers in {} the "
-          "engine reaches {}",
-          budget.ToString(), n, PrecisionName(fallback), measured.at(hi).Summary());
-    }
-    lo = hi;
-    hi *= 2;
-  }
-  while (hi - lo > 1) {
-    const size_t mid = (lo + hi) / 2;
-    SURGE_ASSIGN_OR_RETURN(bool ok, meets(mid));
-    if (ok) {
-      hi = mid;
-    } else {
-      lo = mid;
-    }
-  }
-  for (size_t i = 0; i < hi; ++i) result.fallback.push_back(result.effects[i].layer);
-  result.final_agreement = measured.at(hi);
-  result.plans_evaluated = eval.evaluations();
   return result;
 }
 

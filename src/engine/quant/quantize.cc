@@ -1,5 +1,6 @@
 #include "engine/quant/quantize.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -23,10 +24,97 @@ bool NeedsScales(Precision p) { return p == Precision::kInt8 || p == Precision::
 
 std::string Pct(double fraction) { return fmt::format("{:.2f}%", 100.0 * fraction); }
 
+// "; 19 went to int8, 3 to fp16" (empty when none moved).
+std::string FallbackCounts(const GuardResult& g) {
+  std::string out;
+  for (Precision p : g.ladder) {
+    int n = 0;
+    for (const auto& [name, q] : g.precision) n += q == p;
+    if (n > 0) out += fmt::format("{}{} to {}", out.empty() ? "; " : ", ", n, PrecisionName(p));
+  }
+  return out;
+}
+
+// What the guard measured of `layer`, stage by stage: "fp8 alone (the others int8): cosine
+// 0.999, top-1 100.00% (sensitivity #3 of 49)" for a ranked stage, "every layer went from fp8 to
+// int8 (all int8: cosine ..., outside the budget)" for one that moved them all.
+std::string GuardHistory(const GuardResult& g, const std::string& layer) {
+  std::vector<std::string> parts;
+  for (const GuardStage& st : g.stages) {
+    bool ranked = false;
+    for (const LayerEffect& e : st.effects) {
+      if (e.layer != layer) continue;
+      ranked = true;
+      parts.push_back(fmt::format(
+          "{} alone (the others {}): cosine {:.6f}, top-1 agreement {} (sensitivity #{} of {})",
+          PrecisionName(st.from), PrecisionName(st.to), e.alone.cosine(),
+          Pct(e.alone.top1_agreement()), e.rank, st.effects.size()));
+    }
+    if (!ranked && st.effects.empty() &&
+        std::find(st.moved.begin(), st.moved.end(), layer) != st.moved.end()) {
+      parts.push_back(fmt::format("every layer went from {} to {} (all {}: {}, outside the budget)",
+                                  PrecisionName(st.from), PrecisionName(st.to),
+                                  PrecisionName(st.to), st.all_moved.Summary()));
+    }
+  }
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "; then ") + p;
+  return out;
+}
+
 }  // namespace
 
 Precision BasePrecision(const std::string& backend) {
   return backend == "cuda" ? Precision::kFp16 : Precision::kFp32;
+}
+
+std::vector<Precision> DefaultFallbacks(const std::string& backend, Precision target) {
+  if (backend == "cuda" && target == Precision::kFp8) return {Precision::kInt8, Precision::kFp16};
+  return {BasePrecision(backend)};
+}
+
+Result<std::vector<Precision>> ParseFallbacks(std::string_view list) {
+  std::vector<Precision> out;
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string_view::npos) comma = list.size();
+    std::string_view item = list.substr(at, comma - at);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item.empty()) {
+      return InvalidArgumentError(
+          "fallback precisions '{}': an empty entry (give a comma-separated list such as "
+          "int8,fp16)",
+          list);
+    }
+    auto p = ParsePrecision(item);
+    if (!p.ok()) return p.status().WithContext(fmt::format("fallback precisions '{}'", list));
+    out.push_back(*p);
+    at = comma + 1;
+  }
+  return out;
+}
+
+Status CheckFallbacks(const std::string& backend, Precision target,
+                      const std::vector<Precision>& ladder) {
+  SURGE_RETURN_IF_ERROR(CheckLadder(target, ladder));
+  for (Precision p : ladder) {
+    const bool runs = backend == "cuda"
+                          ? p == Precision::kInt8 || p == Precision::kFp8 || p == Precision::kFp16
+                          : p == Precision::kInt8 || p == Precision::kBf16 || p == Precision::kFp32;
+    if (!runs) {
+      return InvalidArgumentError("fallback precision {}: a single layer of the {} backend runs {}",
+                                  PrecisionName(p), backend,
+                                  backend == "cuda" ? "int8, fp8 or fp16" : "int8, bf16 or fp32");
+    }
+    if (NeedsScales(p) && !NeedsScales(target)) {
+      return InvalidArgumentError(
+          "fallback precision {} needs calibrated scales, which a {} build does not have",
+          PrecisionName(p), PrecisionName(target));
+    }
+  }
+  return Status::Ok();
 }
 
 std::string QuantizeReport::ToJson() const {
@@ -104,20 +192,21 @@ Status Quantize(const ir::Graph& graph, const CalibrationCache* cache,
         "the calibration cache holds no held-out inputs for the accuracy guard: recalibrate with "
         "--holdout > 0, or build with --no-guard");
   }
-  std::set<std::string> fallback;
-  std::map<std::string, const LayerEffect*> effect;
+  std::vector<Precision> ladder = options.guard_options.fallbacks;
+  if (ladder.empty()) ladder = DefaultFallbacks(config->backend, target);
+  if (guard || !options.guard_options.fallbacks.empty()) {
+    SURGE_RETURN_IF_ERROR(CheckFallbacks(config->backend, target, ladder));
+  }
   if (guard) {
     auto t0 = std::chrono::steady_clock::now();
-    SURGE_ASSIGN_OR_RETURN(report->guard, RunAccuracyGuard(graph, *config, candidates, base,
+    SURGE_ASSIGN_OR_RETURN(report->guard, RunAccuracyGuard(graph, *config, candidates, ladder,
                                                            cache->holdout, options.guard_options));
     report->guarded = true;
-    fallback.insert(report->guard.fallback.begin(), report->guard.fallback.end());
-    for (const auto& e : report->guard.effects) effect[e.layer] = &e;
-    SURGE_LOG_INFO(
-        "accuracy guard: {} of {} layers fall back to {}; engine {} ({} plans, {:.1f} s)",
-        fallback.size(), candidates.size(), PrecisionName(base),
-        report->guard.final_agreement.Summary(), report->guard.plans_evaluated,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    SURGE_LOG_INFO("accuracy guard: {} of {} layers kept {}{}; engine {} ({} plans, {:.1f} s)",
+                   candidates.size() - report->guard.fallback.size(), candidates.size(),
+                   PrecisionName(target), FallbackCounts(report->guard),
+                   report->guard.final_agreement.Summary(), report->guard.plans_evaluated,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   const GuardResult& g = report->guard;
   const std::string engine_line =
@@ -128,32 +217,26 @@ Status Quantize(const ir::Graph& graph, const CalibrationCache* cache,
   for (const std::string& name : candidates) {
     LayerPrecision& lp = config->quant.layers[name];
     const std::string cal = calibrated.count(name) ? calibrated[name] + "; " : "";
-    auto e = effect.find(name);
-    const std::string alone =
-        e == effect.end()
-            ? ""
-            : fmt::format(
-                  "quantised alone: cosine {:.6f}, top-1 agreement {} (sensitivity #{} of {})",
-                  e->second->alone.cosine(), Pct(e->second->alone.top1_agreement()),
-                  e->second->rank, g.effects.size());
-    if (fallback.count(name)) {
-      lp.precision = base;
+    if (!guard) {
+      ++quantised;
+      lp.reason = cache != nullptr ? cal + "calibrated (" + spec.calibrator + "), no accuracy guard"
+                                   : "build precision, no calibration cache and no accuracy guard";
+      continue;
+    }
+    lp.precision = g.precision.at(name);
+    const std::string history = GuardHistory(g, name);
+    if (lp.precision != target) {
       lp.reason = fmt::format(
-          "kept by the accuracy guard: {}; with every layer {} the engine reached {}, outside the "
-          "budget",
-          alone, PrecisionName(target), g.all_quantised.Summary());
+          "kept by the accuracy guard in {}: {}; with every layer {} the engine "
+          "reached {}, outside the budget; {}",
+          PrecisionName(lp.precision), history, PrecisionName(target), g.all_quantised.Summary(),
+          engine_line);
       continue;
     }
     ++quantised;
-    if (!guard) {
-      lp.reason = cache != nullptr ? cal + "calibrated (" + spec.calibrator + "), no accuracy guard"
-                                   : "build precision, no calibration cache and no accuracy guard";
-    } else if (alone.empty()) {
-      lp.reason = cal + "with every layer " + std::string(PrecisionName(target)) +
-                  " the budget holds: " + engine_line;
-    } else {
-      lp.reason = cal + alone + "; " + engine_line;
-    }
+    lp.reason = history.empty() ? cal + "with every layer " + std::string(PrecisionName(target)) +
+                                      " the budget holds: " + engine_line
+                                : cal + history + "; " + engine_line;
   }
   report->quantised = quantised;
   config->quant.report_json = report->ToJson();

@@ -12,6 +12,8 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/status.h"
 #include "engine/builder/builder.h"
@@ -39,6 +41,19 @@ struct QuantizeReport {
 
 // The precision a quantised layer falls back to on `backend`: fp32 on the CPU, fp16 on CUDA.
 Precision BasePrecision(const std::string& backend);
+
+// The precisions a layer quantised at `target` falls back through on `backend`, cheapest first
+// (accuracy_guard.h): CUDA fp8 -> int8 -> fp16; every other build its base precision alone.
+std::vector<Precision> DefaultFallbacks(const std::string& backend, Precision target);
+
+// "int8,fp16" -> {kInt8, kFp16}; errors name the bad entry. Checked against a build by Quantize.
+Result<std::vector<Precision>> ParseFallbacks(std::string_view list);
+
+// Whether `ladder` can serve a `target` build on `backend`: every entry a precision a single
+// layer of that backend runs (cuda: int8, fp8, fp16; cpu: int8, bf16, fp32), int8/fp8 only in
+// builds that have calibrated scales (int8/fp8 targets), none repeated, the target not among them.
+Status CheckFallbacks(const std::string& backend, Precision target,
+                      const std::vector<Precision>& ladder);
 
 // Fills config->quant for the optimised `graph` (config->precision int8, fp8 or bf16; others
 // are left alone). `cache` may be null for bf16. Errors: int8/fp8 without a cache, a cache made

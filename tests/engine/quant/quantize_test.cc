@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
 #include <random>
 #include <set>
 
@@ -314,7 +315,7 @@ TEST(AccuracyGuard, LooseBudgetKeepsEveryLayerInt8) {
   ASSERT_TRUE(Quantize(f.graph, &f.cache, o, &c, &report).ok());
   EXPECT_TRUE(report.guarded);
   EXPECT_TRUE(report.guard.fallback.empty());
-  EXPECT_TRUE(report.guard.effects.empty());
+  EXPECT_TRUE(report.guard.stages.empty());
   EXPECT_EQ(report.guard.plans_evaluated, 1);
   EXPECT_EQ(report.quantised, 10);
   for (const auto& [name, l] : c.quant.layers) {
@@ -342,9 +343,16 @@ TEST(AccuracyGuard, TightBudgetFallsBackTheMostSensitiveLayers) {
   ASSERT_FALSE(g.fallback.empty());
   EXPECT_LT(g.fallback.size(), 10u);
   EXPECT_GE(g.final_agreement.cosine(), tight.guard_options.budget.min_cosine);
-  EXPECT_EQ(g.effects.size(), 10u);
+  // One stage (the CPU's ladder is fp32 alone) that ranked all ten layers.
+  ASSERT_EQ(g.stages.size(), 1u);
+  EXPECT_EQ(g.ladder, std::vector<Precision>{Precision::kFp32});
+  const GuardStage& st = g.stages[0];
+  EXPECT_EQ(st.from, Precision::kInt8);
+  EXPECT_EQ(st.to, Precision::kFp32);
+  EXPECT_EQ(st.effects.size(), 10u);
+  EXPECT_EQ(st.moved, g.fallback);
   // The fallen-back layers are the top of the sensitivity ranking, in order.
-  for (size_t i = 0; i < g.fallback.size(); ++i) EXPECT_EQ(g.fallback[i], g.effects[i].layer);
+  for (size_t i = 0; i < g.fallback.size(); ++i) EXPECT_EQ(g.fallback[i], st.effects[i].layer);
   int fp32 = 0;
   for (const auto& [name, l] : c.quant.layers) {
     if (l.precision == Precision::kFp32) {
@@ -360,6 +368,73 @@ TEST(AccuracyGuard, TightBudgetFallsBackTheMostSensitiveLayers) {
   EXPECT_EQ(Count(plan->Describe(), ": linear(onednn int8)"), 10 - fp32);
   auto ref = Load(Build(f.graph, Config(Precision::kFp32)));
   EXPECT_GE(Measure(*ref, *plan, f.cache.holdout).cosine(), tight.guard_options.budget.min_cosine);
+}
+
+// The ladder int8 -> bf16 -> fp32 (--guard-fallback bf16,fp32) on the CPU: a budget between the
+// all-INT8 and all-BF16 engines moves the most sensitive layers to BF16 and none to FP32; one
+// between all-BF16 and FP32 moves every layer to BF16 first and then the most sensitive to FP32.
+// Each built plan runs exactly the precisions the guard chose.
+TEST(AccuracyGuard, FallsBackThroughBf16BeforeFp32) {
+  if (!cpu::CpuHasBf16()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
+  const Fixture& f = BertSeqcls();
+  auto ref = Load(Build(f.graph, Config(Precision::kFp32)));
+  QuantizeOptions loose;
+  loose.guard_options.budget = {0.0, 1.0};
+  QuantizeReport first;
+  BuilderConfig probe = Config(Precision::kInt8);
+  ASSERT_TRUE(Quantize(f.graph, &f.cache, loose, &probe, &first).ok());
+  const double all_int8 = first.guard.all_quantised.cosine();
+  for (auto& [name, l] : probe.quant.layers) l.precision = Precision::kBf16;
+  const double all_bf16 = Measure(*ref, *Load(Build(f.graph, probe)), f.cache.holdout).cosine();
+  std::cout << "held-out cosine: all int8 " << all_int8 << ", all bf16 " << all_bf16 << '\n';
+  ASSERT_LT(all_int8, all_bf16);
+  ASSERT_LT(all_bf16, 1.0);
+  const double budgets[] = {(all_int8 + all_bf16) / 2, (all_bf16 + 1.0) / 2};
+  for (int step = 0; step < 2; ++step) {
+    BuilderConfig c = Config(Precision::kInt8);
+    QuantizeOptions o;
+    o.guard_options.budget = {budgets[step], 1.0};
+    o.guard_options.fallbacks = {Precision::kBf16, Precision::kFp32};
+    QuantizeReport report;
+    Status st = Quantize(f.graph, &f.cache, o, &c, &report);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    const GuardResult& g = report.guard;
+    ASSERT_EQ(g.stages.size(), step + 1u);
+    EXPECT_GE(g.final_agreement.cosine(), budgets[step]);
+    std::map<Precision, int> count;
+    for (const auto& [name, l] : c.quant.layers) {
+      ++count[l.precision];
+      EXPECT_EQ(l.precision, g.precision.at(name)) << name;
+      if (l.precision != Precision::kInt8) {
+        EXPECT_NE(l.reason.find("kept by the accuracy guard in " +
+                                std::string(PrecisionName(l.precision))),
+                  std::string::npos)
+            << l.reason;
+      }
+    }
+    if (step == 0) {
+      EXPECT_GT(count[Precision::kBf16], 0);
+      EXPECT_GT(count[Precision::kInt8], 0);
+      EXPECT_EQ(count[Precision::kFp32], 0);
+      EXPECT_EQ(g.stages[0].to, Precision::kBf16);
+      EXPECT_EQ(g.stages[0].moved.size(), static_cast<size_t>(count[Precision::kBf16]));
+    } else {
+      EXPECT_TRUE(g.stages[0].effects.empty());  // every layer had to reach BF16
+      EXPECT_EQ(g.stages[0].moved.size(), 10u);
+      EXPECT_EQ(count[Precision::kInt8], 0);
+      EXPECT_GT(count[Precision::kFp32], 0);
+      EXPECT_GT(count[Precision::kBf16], 0);
+      const std::string& moved = g.stages[1].moved.front();
+      EXPECT_NE(c.quant.layers.at(moved).reason.find("every layer went from int8 to bf16"),
+                std::string::npos)
+          << c.quant.layers.at(moved).reason;
+    }
+    auto plan = Load(Build(f.graph, c));
+    const std::string desc = plan->Describe();
+    EXPECT_EQ(Count(desc, ": linear(onednn int8)"), count[Precision::kInt8]) << desc;
+    EXPECT_EQ(Count(desc, ": linear(onednn bf16)"), count[Precision::kBf16]) << desc;
+    EXPECT_GE(Measure(*ref, *plan, f.cache.holdout).cosine(), budgets[step]);
+  }
 }
 
 // x[B,16] -> l1 (16x32) -> l2 (32x32) -> l3 (32x8). l1 gives channel 0 of l2's input a constant
@@ -422,7 +497,8 @@ TEST(AccuracyGuard, FallsBackExactlyTheLayerWithAnOutlierChannel) {
             << "; final: " << report.guard.final_agreement.Summary() << '\n';
   EXPECT_FALSE(o.guard_options.budget.Met(report.guard.all_quantised));
   ASSERT_EQ(report.guard.fallback, std::vector<std::string>{"l2"});
-  EXPECT_EQ(report.guard.effects.front().layer, "l2");
+  ASSERT_EQ(report.guard.stages.size(), 1u);
+  EXPECT_EQ(report.guard.stages[0].effects.front().layer, "l2");
   EXPECT_EQ(c.quant.layers.at("l2").precision, Precision::kFp32);
   EXPECT_EQ(c.quant.layers.at("l1").precision, Precision::kInt8);
   EXPECT_EQ(c.quant.layers.at("l3").precision, Precision::kInt8);
@@ -504,6 +580,52 @@ TEST(QuantizeErrors, GuardBudgetOutOfRange) {
   Status st = Quantize(f.graph, &f.cache, o, &c, nullptr);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("min cosine 1.5"), std::string::npos) << st.ToString();
+}
+
+TEST(QuantizeErrors, FallbackLadders) {
+  auto ok = ParseFallbacks("bf16, fp32");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(*ok, (std::vector<Precision>{Precision::kBf16, Precision::kFp32}));
+  for (const char* bad : {"int8,,fp32", "", "fp32,"}) {
+    auto r = ParseFallbacks(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("empty entry"), std::string::npos) << r.status().ToString();
+  }
+  auto unknown = ParseFallbacks("int4,fp32");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("int4"), std::string::npos)
+      << unknown.status().ToString();
+  // Each refused before any plan is built, guarded or not.
+  const Fixture& f = BertSeqcls();
+  struct Case {
+    Precision target;
+    std::vector<Precision> ladder;
+    bool guard;
+    const char* says;
+  };
+  const Case cases[] = {
+      {Precision::kInt8, {Precision::kFp16}, true, "cpu backend runs int8, bf16 or fp32"},
+      {Precision::kInt8, {Precision::kFp8, Precision::kFp32}, false, "cpu backend runs"},
+      {Precision::kInt8, {Precision::kInt8, Precision::kFp32}, true, "build's own precision"},
+      {Precision::kInt8, {Precision::kFp32, Precision::kFp32}, true, "fp32 is named twice"},
+      {Precision::kBf16, {Precision::kInt8, Precision::kFp32}, true, "needs calibrated scales"},
+  };
+  for (const Case& k : cases) {
+    BuilderConfig c = Config(k.target);
+    QuantizeOptions o;
+    o.guard = k.guard;
+    o.guard_options.fallbacks = k.ladder;
+    Status st = Quantize(f.graph, &f.cache, o, &c, nullptr);
+    ASSERT_FALSE(st.ok()) << k.says;
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(st.message().find(k.says), std::string::npos) << st.ToString();
+  }
+  EXPECT_EQ(DefaultFallbacks("cuda", Precision::kFp8),
+            (std::vector<Precision>{Precision::kInt8, Precision::kFp16}));
+  EXPECT_EQ(DefaultFallbacks("cuda", Precision::kInt8), std::vector<Precision>{Precision::kFp16});
+  EXPECT_EQ(DefaultFallbacks("cpu", Precision::kInt8), std::vector<Precision>{Precision::kFp32});
+  EXPECT_TRUE(CheckFallbacks("cuda", Precision::kFp8, {Precision::kInt8, Precision::kFp16}).ok());
+  EXPECT_FALSE(CheckFallbacks("cuda", Precision::kInt8, {Precision::kBf16}).ok());
 }
 
 // The CPU tactics blob of an INT8 plan (version 3: quantised weight entries with their weight

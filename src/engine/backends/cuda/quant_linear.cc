@@ -233,8 +233,8 @@ Result<QuantLinears> QuantLinears::Analyze(const ir::Graph& g, const Program& p,
     if (prec == Precision::kFp16) continue;
     if (!Quantised(prec)) {
       return InvalidArgumentError(
-          "cuda backend: layer '{}' is marked {}; in an {} build its layers run {} or fp16", n.name,
-          PrecisionName(prec), PrecisionName(config.precision), PrecisionName(config.precision));
+          "cuda backend: layer '{}' is marked {}; in an {} build a layer runs int8, fp8 or fp16",
+          n.name, PrecisionName(prec), PrecisionName(config.precision));
     }
     QuantLinearOp op;
     op.op = i;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
 #include <random>
 
 #include "bert_base_graph.h"
@@ -204,6 +205,7 @@ TEST(CudaQuantModel, AccuracyGuardFallsBackLayersToFp16) {
   BuilderConfig c = Config("cuda", Precision::kFp8, 16, 64);
   QuantizeOptions tight;
   tight.guard_options.budget = {(fp16_cos + all_fp8) / 2, 1.0};
+  tight.guard_options.fallbacks = {Precision::kFp16};  // straight to FP16, not through INT8
   QuantizeReport report;
   Status st = Quantize(g, &*cache, tight, &c, &report);
   ASSERT_TRUE(st.ok()) << st.ToString();
@@ -212,6 +214,72 @@ TEST(CudaQuantModel, AccuracyGuardFallsBackLayersToFp16) {
     EXPECT_EQ(c.quant.layers.at(name).precision, Precision::kFp16) << name;
   }
   EXPECT_GE(report.guard.final_agreement.cosine(), tight.guard_options.budget.min_cosine);
+}
+
+// The CUDA FP8 ladder (fp8 -> int8 -> fp16, the default): a budget between the all-FP8 and
+// all-INT8 engines moves layers to INT8 only, and the plan runs INT8 and FP8 GEMMs side by side
+// (their fusions across the boundary dropped); one between all-INT8 and FP16 moves every layer
+// to INT8 and then the most sensitive to FP16.
+TEST(CudaQuantModel, Fp8GuardFallsBackThroughInt8BeforeFp16) {
+  SKIP_WITHOUT_GPU();
+  const ir::Graph g = Fixture();
+  auto cache =
+      Calibrate(g, Batches(3, 6, 8, 32, 200, true), Batches(4, 2, 8, 32, 200, true), "bert_seqcls");
+  ASSERT_TRUE(cache.ok());
+  auto fp32 = Load(g, Config("cpu", Precision::kFp32, 16, 64));
+  auto fp16 = Load(g, Config("cuda", Precision::kFp16, 16, 64));
+  ASSERT_TRUE(fp32 && fp16);
+  const double fp16_cos = Measure(*fp32, *fp16, cache->holdout).cosine();
+  double all[2] = {0, 0};  // all FP8, all INT8 on the held-out slice
+  for (int i = 0; i < 2; ++i) {
+    BuilderConfig c = Config("cuda", i == 0 ? Precision::kFp8 : Precision::kInt8, 16, 64);
+    QuantizeOptions loose;
+    loose.guard_options.budget = {0.0, 1.0};
+    QuantizeReport r;
+    ASSERT_TRUE(Quantize(g, &*cache, loose, &c, &r).ok());
+    all[i] = r.guard.all_quantised.cosine();
+  }
+  std::printf("bert_seqcls held-out cosine: all fp8 %.6f, all int8 %.6f, fp16 %.6f\n", all[0],
+              all[1], fp16_cos);
+  ASSERT_LT(all[0], all[1]);
+  ASSERT_LT(all[1], fp16_cos);
+  const double budgets[] = {(all[0] + all[1]) / 2, (all[1] + fp16_cos) / 2};
+  for (int step = 0; step < 2; ++step) {
+    BuilderConfig c = Config("cuda", Precision::kFp8, 16, 64);
+    QuantizeOptions o;
+    o.guard_options.budget = {budgets[step], 1.0};
+    QuantizeReport report;
+    Status st = Quantize(g, &*cache, o, &c, &report);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    const GuardResult& guard = report.guard;
+    EXPECT_EQ(guard.ladder, (std::vector<Precision>{Precision::kInt8, Precision::kFp16}));
+    ASSERT_EQ(guard.stages.size(), step + 1u);
+    std::map<Precision, int> count;
+    for (const auto& [name, p] : guard.precision) ++count[p];
+    if (step == 0) {
+      EXPECT_GT(count[Precision::kInt8], 0);
+      EXPECT_GT(count[Precision::kFp8], 0);
+      EXPECT_EQ(count[Precision::kFp16], 0);
+    } else {
+      EXPECT_EQ(count[Precision::kFp8], 0);
+      EXPECT_GT(count[Precision::kFp16], 0);
+    }
+    auto plan = Load(g, c);
+    ASSERT_TRUE(plan);
+    const std::string desc = plan->Describe();
+    auto occurrences = [&](const std::string& what) {
+      int n = 0;
+      for (size_t at = desc.find(what); at != std::string::npos; at = desc.find(what, at + 1)) ++n;
+      return n;
+    };
+    EXPECT_EQ(occurrences("cublasLt fp8 e4m3 gemm"), count[Precision::kFp8]) << desc;
+    EXPECT_EQ(occurrences("cublasLt int8 gemm"), count[Precision::kInt8]) << desc;
+    const Agreement a = Measure(*fp32, *plan, cache->holdout);
+    std::printf("budget %.6f: fp8 %d, int8 %d, fp16 %d layers: %s\n", budgets[step],
+                count[Precision::kFp8], count[Precision::kInt8], count[Precision::kFp16],
+                a.Summary().c_str());
+    EXPECT_GE(a.cosine(), budgets[step]);
+  }
 }
 
 // Build-time checks: no GPU needed.
