@@ -198,9 +198,9 @@ Result<std::string> BuildPlanFromGraph(const ir::Graph& graph, const BuilderConf
   PlanConfig pc{resolved, std::string(SurgeVersion()), report->ToJson()};
   plan::PlanWriter writer(std::string(backend->name()), backend->DeviceArch());
   SURGE_RETURN_IF_ERROR(writer.AddSection(plan::kConfigSection, PlanConfigToJson(pc)));
-  SURGE_RETURN_IF_ERROR(writer.AddSection(plan::kGraphSection, encoded.graph));
-  SURGE_RETURN_IF_ERROR(writer.AddSection(plan::kWeightsSection, encoded.weights));
-  SURGE_RETURN_IF_ERROR(writer.AddSection(plan::kTacticsSection, *tactics));
+  SURGE_RETURN_IF_ERROR(writer.AddSection(plan::kGraphSection, std::move(encoded.graph)));
+  SURGE_RETURN_IF_ERROR(writer.AddSection(plan::kWeightsSection, std::move(encoded.weights)));
+  SURGE_RETURN_IF_ERROR(writer.AddSection(plan::kTacticsSection, std::move(*tactics)));
   if (!resolved.quant.empty()) {
     SURGE_RETURN_IF_ERROR(writer.AddSection(plan::kQuantSection, QuantSpecToJson(resolved.quant)));
   }

@@ -36,6 +36,7 @@ class ByteWriter {
   }
 
   size_t size() const { return out_.size(); }
+  void Reserve(size_t bytes) { out_.reserve(bytes); }
   std::string& str() { return out_; }
   std::string Take() { return std::move(out_); }
 

@@ -61,11 +61,14 @@ class PlanWriter {
   PlanWriter(std::string backend, std::string device_arch)
       : backend_(std::move(backend)), device_arch_(std::move(device_arch)) {}
 
-  // Adds a section (copied). Names must be unique and at most kMaxNameBytes long.
-  Status AddSection(std::string_view name, std::span<const uint8_t> bytes);
+  // Adds a section (copied, or moved from a string). Names must be unique and at most
+  // kMaxNameBytes long.
+  Status AddSection(std::string_view name, std::string&& bytes);
+  Status AddSection(std::string_view name, std::span<const uint8_t> bytes) {
+    return AddSection(name, std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  }
   Status AddSection(std::string_view name, std::string_view bytes) {
-    return AddSection(name, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                                     bytes.size()));
+    return AddSection(name, std::string(bytes));
   }
 
   // The whole file.

@@ -12,7 +12,7 @@ namespace surge::engine::plan {
 
 uint64_t Checksum(std::span<const uint8_t> bytes) { return XXH64(bytes.data(), bytes.size(), 0); }
 
-Status PlanWriter::AddSection(std::string_view name, std::span<const uint8_t> bytes) {
+Status PlanWriter::AddSection(std::string_view name, std::string&& bytes) {
   if (name.empty() || name.size() > kMaxNameBytes) {
     return InvalidArgumentError("plan section name '{}' must have 1..{} bytes", name,
                                 kMaxNameBytes);
@@ -23,8 +23,7 @@ Status PlanWriter::AddSection(std::string_view name, std::span<const uint8_t> by
   if (sections_.size() >= kMaxSections) {
     return InvalidArgumentError("a plan holds at most {} sections", kMaxSections);
   }
-  sections_.push_back(
-      {std::string(name), std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size())});
+  sections_.push_back({std::string(name), std::move(bytes)});
   return Status::Ok();
 }
 
@@ -33,6 +32,11 @@ Result<std::string> PlanWriter::Finish() const {
     return InvalidArgumentError(
         "plan backend name must have 1..{} bytes and device arch at most {}", kMaxNameBytes,
         kMaxNameBytes);
+  }
+  std::vector<uint64_t> checksums;
+  for (const auto& s : sections_) {
+    checksums.push_back(
+        Checksum({reinterpret_cast<const uint8_t*>(s.bytes.data()), s.bytes.size()}));
   }
   // The table's size does not depend on the offsets, so lay it out once to learn it.
   auto table = [&](const std::vector<uint64_t>& offsets) {
@@ -45,7 +49,7 @@ Result<std::string> PlanWriter::Finish() const {
       w.Str(s.name);
       w.U64(offsets.empty() ? 0 : offsets[i]);
       w.U64(s.bytes.size());
-      w.U64(Checksum({reinterpret_cast<const uint8_t*>(s.bytes.data()), s.bytes.size()}));
+      w.U64(checksums[i]);
     }
     return w.Take();
   };
@@ -60,6 +64,7 @@ Result<std::string> PlanWriter::Finish() const {
   const std::string tab = table(offsets);
 
   ByteWriter w;
+  w.Reserve(file_size);
   w.Raw(kPlanMagic.data(), kPlanMagic.size());
   w.U32(kPlanFormatVersion);
   w.U32(static_cast<uint32_t>(header_size));

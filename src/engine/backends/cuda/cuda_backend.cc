@@ -958,7 +958,7 @@ class CudaBackend : public Backend {
   Result<std::string> Lower(const ir::Graph& graph, const BuilderConfig& config) override {
     SURGE_ASSIGN_OR_RETURN(Program p, AnalyzeGraph(graph, QuantBaseConfig(config)));
     // INT8/FP8 layers are checked here (calibrated, shapes cuBLASLt takes) and quantised at load.
-    SURGE_RETURN_IF_ERROR(QuantLinears::Analyze(graph, p, config).status());
+    SURGE_RETURN_IF_ERROR(QuantLinears::Analyze(graph, p, config, false).status());
     const char* exact = std::getenv("SURGE_CUDA_EXACT_GELU");
     p.exact_gelu = exact && std::string_view(exact) == "1";
     Blob blob;

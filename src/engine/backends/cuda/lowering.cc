@@ -1,13 +1,11 @@
 #include "engine/backends/cuda/lowering.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <charconv>
 #include <cmath>
 #include <cstring>
 
 #include "engine/backends/cuda/attention_kernels.h"
+#include "engine/backends/cuda/host_convert.h"
 #include "engine/ir/op_schema.h"
 
 namespace surge::engine::cuda {
@@ -449,11 +447,9 @@ Result<std::vector<uint8_t>> ConvertWeight(const Tensor& t, bool keep_f32, DataT
   if (keep_f32) {
     std::memcpy(out.data(), src, out.size());
   } else if (dtype == DataType::kF16) {
-    auto* dst = reinterpret_cast<__half*>(out.data());
-    for (int64_t i = 0; i < n; ++i) dst[i] = __float2half_rn(src[i]);
+    FloatsToHalf(src, reinterpret_cast<uint16_t*>(out.data()), n);
   } else {
-    auto* dst = reinterpret_cast<__nv_bfloat16*>(out.data());
-    for (int64_t i = 0; i < n; ++i) dst[i] = __float2bfloat16_rn(src[i]);
+    FloatsToBf16(src, reinterpret_cast<uint16_t*>(out.data()), n);
   }
   return out;
 }
@@ -462,11 +458,7 @@ Tensor TransposeWeight(const Tensor& w) {
   const Tensor f = w.dtype() == DType::kFloat32 ? w : w.ToFloat32();
   const int64_t k = f.dim(0), n = f.dim(1);
   Tensor t(DType::kFloat32, Shape{n, k});
-  const float* src = f.data_as<float>();
-  float* dst = t.data_as<float>();
-  for (int64_t i = 0; i < k; ++i) {
-    for (int64_t j = 0; j < n; ++j) dst[j * k + i] = src[i * n + j];
-  }
+  Transpose(f.data_as<float>(), k, n, t.data_as<float>());
   return t;
 }
 

@@ -1,3 +1,4 @@
+#include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 #include "engine/backends/cuda/device_math.cuh"
@@ -105,6 +106,11 @@ float E4m3ToFloatHost(uint8_t v) {
 uint16_t FloatToHalfHost(float v) {
   const __half h = __float2half_rn(v);
   return static_cast<__half_raw>(h).x;
+}
+
+uint16_t FloatToBf16Host(float v) {
+  const __nv_bfloat16 b = __float2bfloat16_rn(v);
+  return static_cast<__nv_bfloat16_raw>(b).x;
 }
 
 float HalfToFloatHost(uint16_t v) {

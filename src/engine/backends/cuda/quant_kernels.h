@@ -41,11 +41,13 @@ bool DequantizeCanImplement(const DequantizeArgs& args);
 size_t DequantizeWorkspaceSize(const DequantizeArgs& args);
 cudaError_t DequantizeRun(const DequantizeArgs& args, void* workspace, cudaStream_t stream);
 
-// Host conversions with the device's rounding (cuda_fp8.h): float -> e4m3 (saturating to
-// finite, round to nearest even) and back; float -> FP16 bits and back.
+// Scalar host conversions through CUDA's own headers (cuda_fp8.h, cuda_fp16.h, cuda_bf16.h):
+// float -> e4m3 (saturating to finite, round to nearest even) and back; float -> FP16 bits and
+// back; float -> BF16 bits. The references for host_convert.h's bulk conversions.
 void FloatToE4m3Host(const float* x, uint8_t* y, int64_t n);
 float E4m3ToFloatHost(uint8_t v);
 uint16_t FloatToHalfHost(float v);
 float HalfToFloatHost(uint16_t v);
+uint16_t FloatToBf16Host(float v);
 
 }  // namespace surge::engine::cuda

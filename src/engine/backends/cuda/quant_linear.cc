@@ -15,6 +15,7 @@
 #include "engine/backends/cuda/bias_act_kernels.h"
 #include "engine/backends/cuda/cuda_check.h"
 #include "engine/backends/cuda/gemm.h"
+#include "engine/backends/cuda/host_convert.h"
 
 namespace surge::engine::cuda {
 namespace {
@@ -179,7 +180,8 @@ void QuantizeLinearWeight(const Tensor& w, QuantType type, std::vector<uint8_t>*
                           std::vector<float>* scales) {
   const int64_t k = w.dim(0), n = w.dim(1);
   const float* src = w.data_as<float>();
-  q->resize(static_cast<size_t>(k * n));
+  // Quantised in W's own [K,N] order (contiguous rows, vectorised), then transposed as bytes.
+  std::vector<uint8_t> kn(static_cast<size_t>(k * n));
   if (type == QuantType::kInt8) {
     scales->assign(n, 0.f);
     for (int64_t i = 0; i < k; ++i) {
@@ -187,24 +189,27 @@ void QuantizeLinearWeight(const Tensor& w, QuantType type, std::vector<uint8_t>*
         (*scales)[j] = std::max((*scales)[j], std::abs(src[i * n + j]));
     }
     for (float& s : *scales) s = s > 0 ? s / kInt8Max : 1.f;
-    for (int64_t j = 0; j < n; ++j) {
-      for (int64_t i = 0; i < k; ++i) {
-        const float v =
-            std::clamp(std::nearbyint(src[i * n + j] / (*scales)[j]), -kInt8Max, kInt8Max);
-        (*q)[j * k + i] = static_cast<uint8_t>(static_cast<int8_t>(v));
-      }
+    const float* s = scales->data();
+    for (int64_t i = 0; i < k; ++i) {
+      const float* row = src + i * n;
+      int8_t* out = reinterpret_cast<int8_t*>(kn.data()) + i * n;
+      // rint rounds to nearest even as nearbyint does (the default mode), and vectorises.
+      for (int64_t j = 0; j < n; ++j)
+        out[j] = static_cast<int8_t>(std::clamp(std::rint(row[j] / s[j]), -kInt8Max, kInt8Max));
     }
-    return;
+  } else {
+    float amax = 0;
+    for (int64_t i = 0; i < k * n; ++i) amax = std::max(amax, std::abs(src[i]));
+    const float scale = amax > 0 ? amax / kFp8Max : 1.f;
+    *scales = {scale};
+    std::vector<float> row(static_cast<size_t>(n));
+    for (int64_t i = 0; i < k; ++i) {
+      for (int64_t j = 0; j < n; ++j) row[j] = src[i * n + j] / scale;
+      FloatsToE4m3(row.data(), kn.data() + i * n, n);
+    }
   }
-  float amax = 0;
-  for (int64_t i = 0; i < k * n; ++i) amax = std::max(amax, std::abs(src[i]));
-  const float scale = amax > 0 ? amax / kFp8Max : 1.f;
-  *scales = {scale};
-  std::vector<float> t(static_cast<size_t>(k * n));
-  for (int64_t j = 0; j < n; ++j) {
-    for (int64_t i = 0; i < k; ++i) t[j * k + i] = src[i * n + j] / scale;
-  }
-  FloatToE4m3Host(t.data(), q->data(), k * n);
+  q->resize(kn.size());
+  Transpose(kn.data(), k, n, q->data());
 }
 
 void DeviceFreeDeleter::operator()(void* p) const { cudaFree(p); }
@@ -216,7 +221,7 @@ BuilderConfig QuantBaseConfig(const BuilderConfig& config) {
 }
 
 Result<QuantLinears> QuantLinears::Analyze(const ir::Graph& g, const Program& p,
-                                           const BuilderConfig& config) {
+                                           const BuilderConfig& config, bool quantise_weights) {
   QuantLinears out;
   if (!Quantised(config.precision)) return out;
   if (config.quant.empty()) {
@@ -268,7 +273,9 @@ Result<QuantLinears> QuantLinears::Analyze(const ir::Graph& g, const Program& p,
           "quantise",
           n.name);
     }
-    QuantizeLinearWeight(g.values[w].constant, op.type, &op.weight, &op.w_scales);
+    if (quantise_weights) {
+      QuantizeLinearWeight(g.values[w].constant, op.type, &op.weight, &op.w_scales);
+    }
     out.ops_.emplace(i, std::move(op));
   }
   if (!FusionDisabled()) out.PlanFusion(g, p);

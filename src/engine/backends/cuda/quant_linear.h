@@ -156,8 +156,9 @@ class QuantLinears {
   // Errors: an int8/fp8 build without a quantisation spec, a layer marked int8/fp8 whose input
   // has no calibrated threshold or whose shape cuBLASLt's INT8/FP8 kernels cannot take, a layer
   // marked with a precision this backend does not run.
+  // `quantise_weights` false: the checks alone (the build; weights are quantised at load).
   static Result<QuantLinears> Analyze(const ir::Graph& graph, const Program& program,
-                                      const BuilderConfig& config);
+                                      const BuilderConfig& config, bool quantise_weights = true);
 
   // Needs a GPU: chooses how each op's GEMM runs (ChooseQuantGemm), drops the ops cuBLASLt runs
   // in no form (they run FP16; FallbackReason says why), copies weights and scales to the device.
