@@ -10,6 +10,7 @@
 // engine/quant/agreement.h) and passes or fails on that budget instead of the element tolerance.
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -40,15 +41,20 @@ struct CompareArgs {
   std::string top1_outputs;
 };
 
-// "int8: 9 of 10 layers int8" for a plan's header line.
+// "fp8 (27 of 49 quantisable layers fp8, 19 int8, 3 fp16)" for a plan's header line: the
+// build's precision first, then the others the accuracy guard moved layers to.
 std::string PrecisionSummary(const engine::Engine& e) {
   const auto& b = e.plan_config().builder;
   std::string s(engine::PrecisionName(b.precision));
   if (!b.quant.layers.empty()) {
-    int at = 0;
-    for (const auto& [name, l] : b.quant.layers) at += l.precision == b.precision;
-    s += fmt::format(" ({} of {} quantisable layers {})", at, b.quant.layers.size(),
+    std::map<engine::Precision, int> at;
+    for (const auto& [name, l] : b.quant.layers) ++at[l.precision];
+    s += fmt::format(" ({} of {} quantisable layers {}", at[b.precision], b.quant.layers.size(),
                      engine::PrecisionName(b.precision));
+    for (const auto& [p, n] : at) {
+      if (p != b.precision && n > 0) s += fmt::format(", {} {}", n, engine::PrecisionName(p));
+    }
+    s += ")";
   }
   return s;
 }

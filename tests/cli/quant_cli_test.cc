@@ -128,6 +128,16 @@ TEST_F(QuantCli, TightBudgetKeepsLayersInFp32AndInspectSaysWhy) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("  kept in fp32: " + fallback[0].get<std::string>()), std::string::npos)
       << r.out;
+  // `surge compare` counts the layers at each precision.
+  ASSERT_EQ(Surge("build " + model_ + " -o " + Path("fp32.plan")).code, 0);
+  r = Surge("compare " + Path("q2.plan") + " --against " + Path("fp32.plan") + " --texts " + eval_ +
+            " --vocab " + vocab200_ + " --min-cosine 0.999");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(
+      r.out.find("plan: int8 (" + std::to_string(10 - fallback.size()) +
+                 " of 10 quantisable layers int8, " + std::to_string(fallback.size()) + " fp32)"),
+      std::string::npos)
+      << r.out;
 }
 
 TEST_F(QuantCli, BadCalibrationCaches) {
