@@ -85,6 +85,7 @@ std::vector<TensorMap> Batches(const ir::Graph& g, uint32_t seed, int count, int
 
 int Main(int argc, char** argv) {
   std::string model, json_path, shapes_arg = "128x128,32x128", guard_fallback;
+  std::vector<Precision> guard_ladder;  // --guard-fallback, parsed
   int reps = 50;
   double guard_min_cosine = 0;  // 0: no guarded plans
   for (int i = 1; i < argc; ++i) {
@@ -97,7 +98,15 @@ int Main(int argc, char** argv) {
       }
     }
     if (a == "--model" && i + 1 < argc) model = argv[++i];
-    if (a == "--guard-fallback" && i + 1 < argc) guard_fallback = argv[++i];
+    if (a == "--guard-fallback" && i + 1 < argc) {
+      guard_fallback = argv[++i];
+      auto ladder = quant::ParseFallbacks(guard_fallback);
+      if (!ladder.ok()) {
+        std::fprintf(stderr, "--guard-fallback: %s\n", ladder.status().ToString().c_str());
+        return 2;
+      }
+      guard_ladder = *ladder;
+    }
     if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
     if (a == "--shapes" && i + 1 < argc) shapes_arg = argv[++i];
@@ -176,18 +185,18 @@ int Main(int argc, char** argv) {
   struct Plan {
     Precision precision;
     bool guarded;
-    std::string ladder;  // guarded: --guard-fallback's list; empty: the backend's ladder
+    std::vector<Precision> ladder;  // guarded: --guard-fallback's; empty: the backend's ladder
   };
   std::vector<Plan> plans = {
-      {Precision::kFp16, false, ""}, {Precision::kInt8, false, ""}, {Precision::kFp8, false, ""}};
+      {Precision::kFp16, false, {}}, {Precision::kInt8, false, {}}, {Precision::kFp8, false, {}}};
   if (guard_min_cosine > 0) {
-    plans.push_back({Precision::kInt8, true, ""});
-    plans.push_back({Precision::kFp8, true, ""});
-    if (!guard_fallback.empty()) plans.push_back({Precision::kFp8, true, guard_fallback});
+    plans.push_back({Precision::kInt8, true, {}});
+    plans.push_back({Precision::kFp8, true, {}});
+    if (!guard_ladder.empty()) plans.push_back({Precision::kFp8, true, guard_ladder});
   }
-  for (const auto& [p, guarded, ladder_text] : plans) {
+  for (const auto& [p, guarded, ladder] : plans) {
     const std::string name = std::string(PrecisionName(p)) + (guarded ? "-guarded" : "") +
-                             (ladder_text.empty() ? "" : "-" + ladder_text);
+                             (ladder.empty() ? "" : "-" + guard_fallback);
     BuilderConfig c;
     c.backend = "cuda";
     c.precision = p;
@@ -196,14 +205,7 @@ int Main(int argc, char** argv) {
     o.guard = guarded;
     o.guard_options.budget.min_cosine = guard_min_cosine;
     o.guard_options.budget.max_top1_drop = 1.0;
-    if (!ladder_text.empty()) {
-      auto ladder = quant::ParseFallbacks(ladder_text);
-      if (!ladder.ok()) {
-        std::fprintf(stderr, "--guard-fallback: %s\n", ladder.status().ToString().c_str());
-        return 1;
-      }
-      o.guard_options.fallbacks = *ladder;
-    }
+    o.guard_options.fallbacks = ladder;
     const auto guard_start = Clock::now();
     quant::QuantizeReport report;
     Status st = quant::Quantize(*graph, &*cache, o, &c, &report);

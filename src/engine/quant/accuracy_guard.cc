@@ -4,7 +4,6 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "core/logging.h"
 #include "engine/builder/builder.h"

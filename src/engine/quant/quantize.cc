@@ -5,7 +5,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 
 #include "core/logging.h"
 #include "engine/plan/plan_file.h"
@@ -24,7 +23,7 @@ bool NeedsScales(Precision p) { return p == Precision::kInt8 || p == Precision::
 
 std::string Pct(double fraction) { return fmt::format("{:.2f}%", 100.0 * fraction); }
 
-// "; 19 went to int8, 3 to fp16" (empty when none moved).
+// "; 19 to int8, 3 to fp16": the layers at each rung (empty when none moved).
 std::string FallbackCounts(const GuardResult& g) {
   std::string out;
   for (Precision p : g.ladder) {
