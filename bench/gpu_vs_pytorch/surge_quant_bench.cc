@@ -10,19 +10,25 @@
 // quantised whose shapes cuBLASLt's INT8/FP8 GEMMs take).
 //
 // --guard-min-cosine C: also INT8 and FP8 plans built through the accuracy guard with the budget
-// cosine >= C (top-1 not constrained: a few random-weight rows decide nothing), held out on 8
-// other random sequences; they run as "int8-guarded" and "fp8-guarded", and the precision the
-// guard gave each layer is counted. The FP8 plan's layers fall back through INT8 to FP16 (the
-// CUDA default); --guard-fallback LIST adds a second guarded FP8 plan, "fp8-guarded-LIST", whose
-// layers fall back through LIST instead (e.g. fp16: straight to FP16, the ladder before INT8 was
-// a rung), timed in the same run. Every guard candidate is a real CUDA plan, so this costs one
-// build and run per quantisable layer and rung.
+// cosine >= C (top-1 not constrained: a few random-weight rows decide nothing), held out on
+// --guard-holdout N other random sequences (default 8, a multiple of 4; --guard-confidence P
+// budgets the cosine's one-sided lower confidence bound at level P over those rows instead of
+// their mean); they run as "int8-guarded"
+// and "fp8-guarded", and the precision the guard gave each layer is counted. The FP8 plan's layers
+// fall back through INT8 to FP16 (the CUDA default); --guard-fallback LIST adds a second guarded
+// FP8 plan, "fp8-guarded-LIST", whose layers fall back through LIST instead (e.g. fp16: straight to
+// FP16, the ladder before INT8 was a rung), timed in the same run. Every guard candidate is a real
+// CUDA plan, so this costs one build and run per quantisable layer and rung.
+//
+// Agreement with the FP32 CPU engine is measured on --check-sequences N random sequences of 128
+// tokens (default 16, a multiple of 8) that neither calibration nor the guard saw.
 //
 // A precision that fails to build or run is reported (stderr and the JSON's "errors") and the
 // others still run; the exit code is then 1.
 //
 //   surge_quant_bench [--model DIR] [--shapes 128x128,32x128] [--reps 50] [--json FILE]
 //                     [--guard-min-cosine 0.999] [--guard-fallback int8,fp16]
+//                     [--guard-holdout 8] [--guard-confidence 0.95] [--check-sequences 16]
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
@@ -86,8 +92,20 @@ std::vector<TensorMap> Batches(const ir::Graph& g, uint32_t seed, int count, int
 int Main(int argc, char** argv) {
   std::string model, json_path, shapes_arg = "128x128,32x128", guard_fallback;
   std::vector<Precision> guard_ladder;  // --guard-fallback, parsed
-  int reps = 50;
+  int reps = 50, guard_holdout = 8, check_sequences = 16;
   double guard_min_cosine = 0;  // 0: no guarded plans
+  double guard_confidence = 0;  // 0: the held-out mean
+  // A count of sequences that is a positive multiple of `unit`.
+  auto sequences = [](const char* flag, const char* value, int unit, int* out) {
+    const int n = std::atoi(value);
+    if (n <= 0 || n % unit != 0) {
+      std::fprintf(stderr, "%s: want a positive multiple of %d sequences, got %s\n", flag, unit,
+                   value);
+      return false;
+    }
+    *out = n;
+    return true;
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--guard-min-cosine" && i + 1 < argc) {
@@ -98,6 +116,21 @@ int Main(int argc, char** argv) {
       }
     }
     if (a == "--model" && i + 1 < argc) model = argv[++i];
+    if (a == "--guard-confidence" && i + 1 < argc) {
+      guard_confidence = std::atof(argv[++i]);
+      if (!(guard_confidence >= 0.5 && guard_confidence < 1)) {
+        std::fprintf(stderr, "--guard-confidence: want a level in [0.5, 1), got %s\n", argv[i]);
+        return 2;
+      }
+    }
+    if (a == "--guard-holdout" && i + 1 < argc &&
+        !sequences("--guard-holdout", argv[++i], 4, &guard_holdout)) {
+      return 2;
+    }
+    if (a == "--check-sequences" && i + 1 < argc &&
+        !sequences("--check-sequences", argv[++i], 8, &check_sequences)) {
+      return 2;
+    }
     if (a == "--guard-fallback" && i + 1 < argc) {
       guard_fallback = argv[++i];
       auto ladder = quant::ParseFallbacks(guard_fallback);
@@ -150,7 +183,7 @@ int Main(int argc, char** argv) {
   auto t0 = Clock::now();
   const std::vector<TensorMap> calib = Batches(*graph, 1, 6, 4, 128, vocab);
   std::vector<TensorMap> holdout;
-  if (guard_min_cosine > 0) holdout = Batches(*graph, 5, 2, 4, 128, vocab);
+  if (guard_min_cosine > 0) holdout = Batches(*graph, 5, guard_holdout / 4, 4, 128, vocab);
   auto cache = quant::Calibrate(*graph, calib, std::move(holdout),
                                 model.empty() ? "bert_base_random" : model);
   if (!cache.ok()) {
@@ -162,7 +195,9 @@ int Main(int argc, char** argv) {
   nlohmann::json out = {{"model", model.empty() ? "bert-base shape, random weights" : model},
                         {"results", nlohmann::json::array()},
                         {"errors", nlohmann::json::object()},
-                        {"reps", reps}};
+                        {"reps", reps},
+                        {"check_sequences", check_sequences}};
+  if (guard_min_cosine > 0) out["guard_holdout_sequences"] = guard_holdout;
   {
     cudaDeviceProp prop{};
     int dev = 0;
@@ -205,6 +240,7 @@ int Main(int argc, char** argv) {
     o.guard = guarded;
     o.guard_options.budget.min_cosine = guard_min_cosine;
     o.guard_options.budget.max_top1_drop = 1.0;
+    o.guard_options.budget.confidence = guard_confidence;
     o.guard_options.fallbacks = ladder;
     const auto guard_start = Clock::now();
     quant::QuantizeReport report;
@@ -244,8 +280,9 @@ int Main(int argc, char** argv) {
       std::printf(
           "%s: guard at %s: %s of %d layers (%d plans, %.0f s); all quantised: %s; built: %s\n",
           name.c_str(), report.guard.budget.ToString().c_str(), counts.c_str(), report.layers,
-          report.guard.plans_evaluated, guard_s, report.guard.all_quantised.Summary().c_str(),
-          report.guard.final_agreement.Summary().c_str());
+          report.guard.plans_evaluated, guard_s,
+          report.guard.budget.Describe(report.guard.all_quantised).c_str(),
+          report.guard.budget.Describe(report.guard.final_agreement).c_str());
       out["guard"][name] = nlohmann::json::parse(report.guard.ToJson());
     }
     engines[name] = *e;
@@ -259,8 +296,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "cpu: %s\n", fp32.status().ToString().c_str());
     return 1;
   }
-  const std::vector<TensorMap> eval =
-      Batches(*graph, 7, 2, std::min<int64_t>(8, max_b), 128, vocab);
+  const std::vector<TensorMap> eval = Batches(*graph, 7, check_sequences / 8, 8, 128, vocab);
   nlohmann::json accuracy = nlohmann::json::object();
   for (auto it = engines.begin(); it != engines.end();) {
     const auto& [name, e] = *it;

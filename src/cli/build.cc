@@ -29,6 +29,7 @@ struct BuildArgs {
   double percentile = 99.99;
   double min_cosine = 0.999;
   std::string max_top1_drop = "0.5%";
+  std::string guard_confidence = "0";  // "95%" or "0.95"; 0: the measured cosine
   std::string top1_outputs;
   std::string guard_fallback;  // empty: the backend's ladder
   bool no_guard = false;
@@ -41,6 +42,19 @@ Result<engine::quant::QuantizeOptions> QuantOptions(const BuildArgs& a) {
   o.guard_options.budget.min_cosine = a.min_cosine;
   SURGE_ASSIGN_OR_RETURN(o.guard_options.budget.max_top1_drop,
                          ParseFraction(a.max_top1_drop, "--max-top1-drop"));
+  SURGE_ASSIGN_OR_RETURN(o.guard_options.budget.confidence,
+                         ParseFraction(a.guard_confidence, "--guard-confidence"));
+  const double confidence = o.guard_options.budget.confidence;
+  if (confidence != 0 && !(confidence >= 0.5 && confidence < 1)) {
+    return InvalidArgumentError(
+        "--guard-confidence '{}' must be a level in [50%, 100%) such as 95%, or 0 for none",
+        a.guard_confidence);
+  }
+  if (confidence != 0 && a.no_guard) {
+    return InvalidArgumentError(
+        "--guard-confidence sets how the accuracy guard reads its budget; it cannot go with "
+        "--no-guard");
+  }
   o.guard_options.top1_outputs = SplitCommaList(a.top1_outputs);
   o.guard_options.num_threads = a.threads;
   if (!a.guard_fallback.empty()) {
@@ -86,6 +100,14 @@ int RunBuild(const BuildArgs& args) {
     return Fail(InvalidArgumentError(
         "--guard-fallback is for --precision int8, fp8 or bf16 (the accuracy guard), not {}",
         a.precision));
+  }
+  if (!quantised) {
+    auto confidence = ParseFraction(a.guard_confidence, "--guard-confidence");
+    if (!confidence.ok() || *confidence != 0) {
+      return Fail(InvalidArgumentError(
+          "--guard-confidence is for --precision int8, fp8 or bf16 (the accuracy guard), not {}",
+          a.precision));
+    }
   }
   Status st;
   if (quantised) {
@@ -137,7 +159,7 @@ int RunBuild(const BuildArgs& args) {
           "accuracy guard ({}, {} held-out batch(es), {} plan(s) measured): all {}: {}; built: "
           "{}\n",
           g.budget.ToString(), g.holdout_batches, g.plans_evaluated, a.precision,
-          g.all_quantised.Summary(), g.final_agreement.Summary());
+          g.budget.Describe(g.all_quantised), g.budget.Describe(g.final_agreement));
       for (const auto& name : g.fallback) {
         std::cout << "  kept in " << engine::PrecisionName(g.precision.at(name)) << ": " << name
                   << '\n';
@@ -171,6 +193,11 @@ std::function<int()> SetupBuild(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--max-top1-drop", a->max_top1_drop,
                  "accuracy budget: top-1 disagreement with FP32 (0.5% or 0.005)")
+      ->capture_default_str();
+  sub.add_option("--guard-confidence", a->guard_confidence,
+                 "read the cosine budget as a one-sided lower confidence bound over the held-out "
+                 "rows at this level (95% or 0.95), so that it holds for rows not held out; 0: "
+                 "the held-out mean")
       ->capture_default_str();
   sub.add_option("--top1-outputs", a->top1_outputs,
                  "outputs whose argmax counts (comma-separated; default: names with 'logit')");

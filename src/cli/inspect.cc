@@ -171,15 +171,22 @@ void PrintText(const json& j) {
     }
     if (j.contains("quant") && j["quant"]["report"].contains("guard")) {
       const json& g = j["quant"]["report"]["guard"];
+      // Plans built before the confidence bound have no "confidence".
+      const double confidence = g["budget"].value("confidence", 0.0);
       std::cout << fmt::format(
-          "accuracy guard: budget cosine >= {}, top-1 drop <= {:.2f}%; all quantised: cosine "
-          "{:.6f}, top-1 {:.2f}%; built: cosine {:.6f}, top-1 {:.2f}%; {} plan(s) measured on {} "
+          "accuracy guard: budget cosine{} >= {}, top-1 drop <= {:.2f}%; all quantised: cosine "
+          "{:.6f}, top-1 {:.2f}%; built: cosine {:.6f}{}, top-1 {:.2f}%; {} plan(s) measured on {} "
           "held-out batch(es)\n",
+          confidence > 0 ? fmt::format(" ({:g}% lower bound)", 100 * confidence) : "",
           g["budget"]["min_cosine"].get<double>(), 100 * g["budget"]["max_top1_drop"].get<double>(),
           g["all_quantised"]["cosine"].get<double>(),
           100 * g["all_quantised"]["top1_agreement"].get<double>(),
-          g["final"]["cosine"].get<double>(), 100 * g["final"]["top1_agreement"].get<double>(),
-          g["plans_evaluated"].get<int>(), g["holdout_batches"].get<int>());
+          g["final"]["cosine"].get<double>(),
+          confidence > 0
+              ? fmt::format(" (lower bound {:.6f})", g["final_cosine_bound"].get<double>())
+              : "",
+          100 * g["final"]["top1_agreement"].get<double>(), g["plans_evaluated"].get<int>(),
+          g["holdout_batches"].get<int>());
       // Plans built before the fallback ladder have neither key.
       if (g.contains("stages")) {
         for (const json& st : g["stages"]) {

@@ -128,6 +128,16 @@ TEST_F(QuantCli, TightBudgetKeepsLayersInFp32AndInspectSaysWhy) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("  kept in fp32: " + fallback[0].get<std::string>()), std::string::npos)
       << r.out;
+  // Read as a 95 % lower confidence bound the budget is reported as such, by build and inspect.
+  r = Surge("build " + model_ + " -o " + Path("q3.plan") + " --precision int8 --calibration " +
+            Path("m.calib") + " --min-cosine 0.99 --guard-confidence 95%");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("cosine (95% lower bound) >= 0.99"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cosine 95% lower bound 0.9"), std::string::npos) << r.out;
+  r = Surge("inspect " + Path("q3.plan"));
+  ASSERT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("budget cosine (95% lower bound) >= 0.99"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(lower bound 0.9"), std::string::npos) << r.out;
   // `surge compare` counts the layers at each precision.
   ASSERT_EQ(Surge("build " + model_ + " -o " + Path("fp32.plan")).code, 0);
   r = Surge("compare " + Path("q2.plan") + " --against " + Path("fp32.plan") + " --texts " + eval_ +
@@ -166,15 +176,24 @@ TEST_F(QuantCli, BadCalibrationCaches) {
                     "unknown calibrator 'kl'");
   EXPECT_FAILS_WITH(Surge(int8 + " --calibration " + Path("m.calib") + " --max-top1-drop 5x"),
                     "--max-top1-drop '5x'");
+  // The guard's own flags: bad values, with --no-guard, and in a build without a guard.
   const std::string guarded = int8 + " --calibration " + Path("m.calib");
-  EXPECT_FAILS_WITH(Surge(guarded + " --guard-fallback fp16"),
-                    "a single layer of the cpu backend runs int8, bf16 or fp32");
-  EXPECT_FAILS_WITH(Surge(guarded + " --guard-fallback int4,fp32"), "int4");
-  EXPECT_FAILS_WITH(Surge(guarded + " --guard-fallback fp32,fp32"), "fp32 is named twice");
-  EXPECT_FAILS_WITH(Surge(guarded + " --guard-fallback fp32 --no-guard"),
-                    "cannot go with --no-guard");
-  EXPECT_FAILS_WITH(Surge("build " + model_ + " -o " + Path("x.plan") + " --guard-fallback fp32"),
-                    "--guard-fallback is for --precision int8, fp8 or bf16");
+  const std::string fp32 = "build " + model_ + " -o " + Path("x.plan");
+  const std::pair<std::string, std::string> flag_errors[] = {
+      {guarded + " --guard-fallback fp16",
+       "a single layer of the cpu backend runs int8, bf16 or fp32"},
+      {guarded + " --guard-fallback int4,fp32", "int4"},
+      {guarded + " --guard-fallback fp32,fp32", "fp32 is named twice"},
+      {guarded + " --guard-fallback fp32 --no-guard", "cannot go with --no-guard"},
+      {fp32 + " --guard-fallback fp32", "--guard-fallback is for --precision int8, fp8 or bf16"},
+      {guarded + " --guard-confidence 100%",
+       "--guard-confidence '100%' must be a level in [50%, 100%)"},
+      {guarded + " --guard-confidence 0.3", "must be a level in [50%, 100%)"},
+      {guarded + " --guard-confidence 95x", "--guard-confidence '95x'"},
+      {guarded + " --guard-confidence 95% --no-guard", "cannot go with --no-guard"},
+      {fp32 + " --guard-confidence 95%", "--guard-confidence is for --precision int8, fp8 or bf16"},
+  };
+  for (const auto& [command, says] : flag_errors) EXPECT_FAILS_WITH(Surge(command), says);
   // Without a held-out slice the guard cannot run; --no-guard builds anyway.
   ASSERT_EQ(Calibrate(Path("nohold.calib"), "--holdout 0").code, 0);
   EXPECT_FAILS_WITH(Surge(int8 + " --calibration " + Path("nohold.calib")), "no held-out inputs");

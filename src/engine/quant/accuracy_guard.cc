@@ -21,6 +21,7 @@ Json AgreementJson(const Agreement& a) {
                     {"rows", o.rows},
                     {"mean_cosine", o.mean_cosine()},
                     {"min_cosine", o.cosine_min},
+                    {"mean_cosine_stderr", o.mean_cosine_stderr()},
                     {"top1", o.top1},
                     {"top1_agreement", o.top1_agreement()},
                     {"max_abs_err", o.max_abs_err}});
@@ -98,23 +99,40 @@ Status CheckBudget(const GuardBudget& budget) {
         "accuracy budget: min cosine {} must lie in [-1, 1] and max top-1 drop {} in [0, 1]",
         budget.min_cosine, budget.max_top1_drop);
   }
+  if (!(budget.confidence == 0 || (budget.confidence >= 0.5 && budget.confidence < 1))) {
+    return InvalidArgumentError(
+        "accuracy budget: confidence {} must lie in [0.5, 1) (e.g. 0.95), or be 0 for none",
+        budget.confidence);
+  }
   return Status::Ok();
 }
 
 double Score(const Agreement& a, const GuardBudget& b) {
-  const double cos_part = (1.0 - a.cosine()) / std::max(1.0 - b.min_cosine, 1e-12);
+  const double cos_part = (1.0 - b.Cosine(a)) / std::max(1.0 - b.min_cosine, 1e-12);
   const double top1_part = (1.0 - a.top1_agreement()) / std::max(b.max_top1_drop, 1e-12);
   return std::max(cos_part, top1_part);
 }
 
 }  // namespace
 
+double GuardBudget::Cosine(const Agreement& a) const {
+  return confidence > 0 ? a.cosine_lower_bound(confidence) : a.cosine();
+}
+
 bool GuardBudget::Met(const Agreement& a) const {
-  return a.cosine() >= min_cosine && 1.0 - a.top1_agreement() <= max_top1_drop + 1e-12;
+  return Cosine(a) >= min_cosine && 1.0 - a.top1_agreement() <= max_top1_drop + 1e-12;
 }
 
 std::string GuardBudget::ToString() const {
-  return fmt::format("cosine >= {}, top-1 drop <= {:.2f}%", min_cosine, 100.0 * max_top1_drop);
+  return fmt::format("cosine{} >= {}, top-1 drop <= {:.2f}%",
+                     confidence > 0 ? fmt::format(" ({:g}% lower bound)", 100 * confidence) : "",
+                     min_cosine, 100.0 * max_top1_drop);
+}
+
+std::string GuardBudget::Describe(const Agreement& a) const {
+  if (confidence <= 0) return a.Summary();
+  return fmt::format("{}; cosine {:g}% lower bound {:.6f} (standard error {:.2g})", a.Summary(),
+                     100 * confidence, a.cosine_lower_bound(confidence), a.cosine_stderr());
 }
 
 std::string GuardResult::ToJson() const {
@@ -143,17 +161,20 @@ std::string GuardResult::ToJson() const {
   }
   Json precisions = Json::object();
   for (const auto& [name, p] : precision) precisions[name] = std::string(PrecisionName(p));
-  Json j = {
-      {"budget", {{"min_cosine", budget.min_cosine}, {"max_top1_drop", budget.max_top1_drop}}},
-      {"target", std::string(PrecisionName(target))},
-      {"ladder", ladder_json},
-      {"fallback", fallback},
-      {"precision", precisions},
-      {"all_quantised", AgreementJson(all_quantised)},
-      {"final", AgreementJson(final_agreement)},
-      {"stages", stages_json},
-      {"plans_evaluated", plans_evaluated},
-      {"holdout_batches", holdout_batches}};
+  Json j = {{"budget",
+             {{"min_cosine", budget.min_cosine},
+              {"max_top1_drop", budget.max_top1_drop},
+              {"confidence", budget.confidence}}},
+            {"target", std::string(PrecisionName(target))},
+            {"ladder", ladder_json},
+            {"fallback", fallback},
+            {"precision", precisions},
+            {"all_quantised", AgreementJson(all_quantised)},
+            {"final", AgreementJson(final_agreement)},
+            {"final_cosine_bound", budget.Cosine(final_agreement)},
+            {"stages", stages_json},
+            {"plans_evaluated", plans_evaluated},
+            {"holdout_batches", holdout_batches}};
   return j.dump();
 }
 
@@ -203,12 +224,18 @@ Result<GuardResult> SearchFallbacks(const std::vector<std::string>& candidates, 
   };
   SURGE_ASSIGN_OR_RETURN(result.all_quantised, measure(result.precision));
   SURGE_LOG_INFO("accuracy guard: every candidate layer {}: {} (budget {})", PrecisionName(target),
-                 result.all_quantised.Summary(), budget.ToString());
+                 budget.Describe(result.all_quantised), budget.ToString());
+  if (budget.confidence > 0 && result.all_quantised.min_rows() < 2) {
+    return InvalidArgumentError(
+        "a confidence bound on the cosine needs 2 or more held-out rows per output; the held-out "
+        "slice gives {}: hold out more, or budget the measured cosine (confidence 0)",
+        result.all_quantised.min_rows());
+  }
   result.final_agreement = result.all_quantised;
   if (budget.Met(result.all_quantised)) return finish(std::move(result));
   if (candidates.empty()) {
     return FailedPreconditionError("no layer is quantised, yet the engine reaches {} ({})",
-                                   result.all_quantised.Summary(), budget.ToString());
+                                   budget.Describe(result.all_quantised), budget.ToString());
   }
   Precision from = target;
   for (size_t rung = 0; rung < ladder.size(); ++rung) {
@@ -226,13 +253,14 @@ Result<GuardResult> SearchFallbacks(const std::vector<std::string>& candidates, 
     for (const std::string& name : layers) all_moved[name] = to;
     SURGE_ASSIGN_OR_RETURN(stage.all_moved, measure(all_moved));
     SURGE_LOG_INFO("accuracy guard: all {} layer(s) from {} to {}: {}", layers.size(),
-                   PrecisionName(from), PrecisionName(to), stage.all_moved.Summary());
+                   PrecisionName(from), PrecisionName(to), budget.Describe(stage.all_moved));
     if (!budget.Met(stage.all_moved)) {
       if (last) {
         return FailedPreconditionError(
             "the accuracy budget ({}) cannot be met: even with all {} quantisable layers in {} "
             "the engine reaches {}",
-            budget.ToString(), candidates.size(), PrecisionName(to), stage.all_moved.Summary());
+            budget.ToString(), candidates.size(), PrecisionName(to),
+            budget.Describe(stage.all_moved));
       }
       // Nothing short of every layer at `to` can do; the next rung starts from there.
       stage.moved = layers;
@@ -262,7 +290,7 @@ Result<GuardResult> SearchFallbacks(const std::vector<std::string>& candidates, 
     auto meets = [&](size_t k) -> Result<bool> {
       SURGE_ASSIGN_OR_RETURN(Agreement a, measure(top(k)));
       SURGE_LOG_INFO("accuracy guard: {} most sensitive layer(s) in {}: {}", k, PrecisionName(to),
-                     a.Summary());
+                     budget.Describe(a));
       return budget.Met(a);
     };
     const size_t n = stage.effects.size();

@@ -16,7 +16,8 @@
 //         (the budget cannot be met);
 //      b. each layer's effect alone (itself at F, the others at P); layers are ranked by how
 //         much of the budget they use alone,
-//         max((1 - cosine) / (1 - min_cosine), top-1 drop / max_top1_drop);
+//         max((1 - cosine) / (1 - min_cosine), top-1 drop / max_top1_drop)
+//         (cosine: the lower confidence bound when the budget sets a confidence);
 //      c. the k most sensitive move to P, with the smallest k that meets the budget found by
 //         doubling k and then bisecting.
 //   Every configuration is a real plan built for the target backend and run on the held-out
@@ -44,9 +45,17 @@ namespace surge::engine::quant {
 struct GuardBudget {
   double min_cosine = 0.999;     // engine cosine (agreement.h) must be at least this
   double max_top1_drop = 0.005;  // 1 - top-1 agreement must be at most this (a fraction)
+  // 0: the held-out mean row cosine must meet min_cosine. Else a one-sided level in [0.5, 1) (say
+  // 0.95): its lower confidence bound must (Agreement::cosine_lower_bound), so that the choice
+  // holds, at that level, for rows the guard never saw; a small or uneven held-out slice then
+  // keeps more layers out of the quantised precision. Top-1 is budgeted as measured.
+  double confidence = 0;
 
+  double Cosine(const Agreement& a) const;  // the cosine this budget compares with min_cosine
   bool Met(const Agreement& a) const;
   std::string ToString() const;  // "cosine >= 0.999, top-1 drop <= 0.50%"
+  // a.Summary(), plus the lower bound when `confidence` is set.
+  std::string Describe(const Agreement& a) const;
 };
 
 struct GuardOptions {

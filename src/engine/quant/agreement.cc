@@ -14,10 +14,61 @@ bool Contains(const std::string& s, std::string_view part) {
 
 }  // namespace
 
+double OutputAgreement::mean_cosine_stderr() const {
+  if (rows < 2) return 0;
+  const double n = static_cast<double>(rows);
+  const double loss_sum = n - cosine_sum;  // sum of (1 - cosine): small numbers, well scaled
+  const double var = std::max(0.0, (loss_sq_sum - loss_sum * loss_sum / n) / (n - 1));
+  return std::sqrt(var / n);
+}
+
+double StudentTQuantile(double confidence, int64_t dof) {
+  const double pi = 3.14159265358979323846;
+  if (dof == 1) return std::tan(pi * (confidence - 0.5));  // exact (Cauchy)
+  if (dof == 2) return (2 * confidence - 1) / std::sqrt(2 * confidence * (1 - confidence));
+  // The normal quantile by bisection on Phi(z) = confidence.
+  double lo = 0, hi = 40;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = (lo + hi) / 2;
+    (0.5 * std::erfc(-mid / std::sqrt(2.0)) < confidence ? lo : hi) = mid;
+  }
+  const double z = (lo + hi) / 2;
+  if (dof <= 0) return z;
+  const double v = static_cast<double>(dof), z2 = z * z;
+  const double g1 = (z2 + 1) * z / 4;
+  const double g2 = ((5 * z2 + 16) * z2 + 3) * z / 96;
+  const double g3 = (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384;
+  const double g4 = ((((79 * z2 + 776) * z2 + 1482) * z2 - 1920) * z2 - 945) * z / 92160;
+  return z + g1 / v + g2 / (v * v) + g3 / (v * v * v) + g4 / (v * v * v * v);
+}
+
 double Agreement::cosine() const {
   double c = 1.0;
   for (const auto& o : outputs) c = std::min(c, o.mean_cosine());
   return c;
+}
+
+double Agreement::cosine_lower_bound(double confidence) const {
+  double c = 1.0;
+  for (const auto& o : outputs) {
+    const double t = confidence > 0.5 && o.rows >= 2 ? StudentTQuantile(confidence, o.rows - 1) : 0;
+    c = std::min(c, o.mean_cosine() - t * o.mean_cosine_stderr());
+  }
+  return c;
+}
+
+double Agreement::cosine_stderr() const {
+  const OutputAgreement* worst = nullptr;
+  for (const auto& o : outputs) {
+    if (!worst || o.mean_cosine() < worst->mean_cosine()) worst = &o;
+  }
+  return worst ? worst->mean_cosine_stderr() : 0;
+}
+
+int64_t Agreement::min_rows() const {
+  int64_t n = outputs.empty() ? 0 : outputs.front().rows;
+  for (const auto& o : outputs) n = std::min(n, o.rows);
+  return n;
 }
 
 int64_t Agreement::top1_rows() const {
@@ -104,6 +155,7 @@ Status AgreementMeter::Add(const TensorMap& inputs, const TensorMap& reference,
       ++slot->rows;
       slot->cosine_sum += cos;
       slot->cosine_min = std::min(slot->cosine_min, cos);
+      slot->loss_sq_sum += (1 - cos) * (1 - cos);
       slot->top1_agree += arg_a == arg_b;
     }
   }

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,11 +27,25 @@ Agreement CosineOf(double cosine) {
   return {{o}};
 }
 
+// `rows` rows whose cosines average `mean` with the mean's standard error `stderr`.
+Agreement CosineWithSpread(double mean, double stderr, int64_t rows) {
+  OutputAgreement o;
+  o.name = "pooled";
+  o.rows = rows;
+  o.cosine_sum = mean * static_cast<double>(rows);
+  o.cosine_min = mean;
+  const double n = static_cast<double>(rows), loss_sum = n * (1 - mean);
+  o.loss_sq_sum = stderr * stderr * n * (n - 1) + loss_sum * loss_sum / n;
+  return {{o}};
+}
+
 // Layer i costs cost[i][precision] of cosine; unknown precisions cost nothing (full precision).
 struct AdditiveModel {
   std::map<std::string, std::map<Precision, double>> cost;
   int calls = 0;
   std::vector<LayerPrecisions> seen;
+  double stderr = 0;  // with rows > 1: every configuration's standard error
+  int64_t rows = 1;
 
   EvaluateFn Fn() {
     return [this](const LayerPrecisions& p) -> Result<Agreement> {
@@ -41,7 +56,7 @@ struct AdditiveModel {
         auto it = cost.at(name).find(prec);
         if (it != cost.at(name).end()) loss += it->second;
       }
-      return CosineOf(1.0 - loss);
+      return rows > 1 ? CosineWithSpread(1.0 - loss, stderr, rows) : CosineOf(1.0 - loss);
     };
   }
 };
@@ -201,6 +216,8 @@ TEST(GuardSearch, MalformedRequestsAreRefusedBeforeAnyPlan) {
       {{kInt8, kFp16, kInt8}, {0.999, 0.01}, "int8 is named twice"},
       {{kFp16}, {1.5, 0.01}, "min cosine 1.5"},
       {{kFp16}, {0.999, -0.1}, "max top-1 drop -0.1"},
+      {{kFp16}, {0.999, 0.01, 1.0}, "confidence 1 must lie in [0.5, 1)"},
+      {{kFp16}, {0.999, 0.01, 0.3}, "confidence 0.3 must lie in [0.5, 1)"},
   };
   for (const Case& c : cases) {
     auto r = SearchFallbacks(Names(8), kFp8, c.ladder, c.budget, m.Fn());
@@ -209,6 +226,84 @@ TEST(GuardSearch, MalformedRequestsAreRefusedBeforeAnyPlan) {
     EXPECT_NE(r.status().message().find(c.says), std::string::npos) << r.status().ToString();
   }
   EXPECT_EQ(m.calls, 0);
+}
+
+TEST(GuardSearch, AConfidenceLevelBudgetsTheLowerBoundAndMovesMoreLayers) {
+  // As FirstRungTakesTheFewestMostSensitiveLayers (0.995: l3 alone reaches 0.9955), but every
+  // measurement is the mean of 8 rows with standard error 1e-3 / t(0.95, 7): the 95 % lower bound
+  // sits 1e-3 under the mean, so l3 alone (0.9945) no longer does and l6 moves too (0.9964).
+  AdditiveModel m = EightLayers();
+  m.rows = 8;
+  m.stderr = 1e-3 / StudentTQuantile(0.95, 7);
+  GuardBudget budget{0.995, 1.0, 0.95};
+  auto r = SearchFallbacks(Names(8), kFp8, {kInt8, kFp16}, budget, m.Fn());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->fallback, (std::vector<std::string>{"l3", "l6"}));
+  EXPECT_NEAR(r->final_agreement.cosine(), 1 - 2.6e-3, 1e-12);
+  EXPECT_NEAR(budget.Cosine(r->final_agreement), 1 - 3.6e-3, 1e-9);
+  EXPECT_NE(budget.ToString().find("cosine (95% lower bound) >= 0.995"), std::string::npos)
+      << budget.ToString();
+  EXPECT_NE(budget.Describe(r->final_agreement).find("95% lower bound 0.996400"), std::string::npos)
+      << budget.Describe(r->final_agreement);
+  EXPECT_NE(r->ToJson().find("\"confidence\":0.95"), std::string::npos);
+  // The same measurements, budgeting the mean: l3 alone.
+  budget.confidence = 0;
+  auto mean = SearchFallbacks(Names(8), kFp8, {kInt8, kFp16}, budget, m.Fn());
+  ASSERT_TRUE(mean.ok());
+  EXPECT_EQ(mean->fallback, std::vector<std::string>{"l3"});
+}
+
+TEST(GuardSearch, AConfidenceLevelNeedsTwoRowsPerOutput) {
+  AdditiveModel m = EightLayers();  // one row per measurement
+  auto r = SearchFallbacks(Names(8), kFp8, {kInt8, kFp16}, {0.995, 1.0, 0.95}, m.Fn());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("needs 2 or more held-out rows"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_EQ(m.calls, 1);
+}
+
+TEST(Agreement, StandardErrorAndLowerBoundOfTheMeanRowCosine) {
+  // Four rows at known angles: reference (1, 0), candidate (cos a, sin a).
+  const double cosines[] = {0.999, 0.998, 0.997, 0.996};
+  Tensor ref(DType::kFloat32, {4, 2}), cand(DType::kFloat32, {4, 2});
+  for (int r = 0; r < 4; ++r) {
+    ref.data_as<float>()[2 * r] = 1;
+    ref.data_as<float>()[2 * r + 1] = 0;
+    cand.data_as<float>()[2 * r] = static_cast<float>(cosines[r]);
+    cand.data_as<float>()[2 * r + 1] = static_cast<float>(std::sqrt(1 - cosines[r] * cosines[r]));
+  }
+  AgreementMeter meter;
+  ASSERT_TRUE(meter.Add({}, {{"pooled", ref}}, {{"pooled", cand}}).ok());
+  const Agreement& a = meter.result();
+  ASSERT_EQ(a.min_rows(), 4);
+  // Mean 0.9975; sample spread sqrt(5e-6 / 3); standard error that over 2.
+  EXPECT_NEAR(a.cosine(), 0.9975, 1e-6);  // float inputs
+  EXPECT_NEAR(a.cosine_stderr(), std::sqrt(5e-6 / 3) / 2, 1e-6);
+  EXPECT_NEAR(a.cosine_lower_bound(0.95), 0.9975 - 2.3534 * std::sqrt(5e-6 / 3) / 2, 1e-6);
+  EXPECT_NEAR(a.cosine_lower_bound(0.5), a.cosine(), 1e-12);
+  // One row: no spread to estimate, the mean itself.
+  AgreementMeter one;
+  const Tensor ref1 = Tensor::View(DType::kFloat32, {1, 2}, ref.data());
+  const Tensor cand1 = Tensor::View(DType::kFloat32, {1, 2}, cand.data());
+  ASSERT_TRUE(one.Add({}, {{"pooled", ref1}}, {{"pooled", cand1}}).ok());
+  EXPECT_EQ(one.result().cosine_stderr(), 0);
+  EXPECT_NEAR(one.result().cosine_lower_bound(0.95), 0.999, 1e-6);
+}
+
+TEST(Agreement, StudentTQuantilesMatchTheTables) {
+  const struct {
+    double p;
+    int64_t dof;
+    double t;
+  } table[] = {{0.95, 1, 6.3138},  {0.95, 2, 2.9200},  {0.95, 3, 2.3534},   {0.95, 7, 1.8946},
+               {0.95, 30, 1.6973}, {0.99, 1, 31.8205}, {0.99, 2, 6.9646},   {0.99, 3, 4.5407},
+               {0.99, 10, 2.7638}, {0.9, 7, 1.4149},   {0.975, 60, 2.0003}, {0.95, 0, 1.6449}};
+  for (const auto& row : table) {
+    EXPECT_NEAR(StudentTQuantile(row.p, row.dof), row.t, 0.004 * row.t)
+        << row.p << " with " << row.dof << " degrees of freedom";
+  }
+  EXPECT_NEAR(StudentTQuantile(0.5, 5), 0, 1e-9);
 }
 
 TEST(GuardSearch, AnEvaluationErrorStopsTheSearchWithIt) {

@@ -306,6 +306,21 @@ TEST(Quantize, Bf16PlanAgreesWithFp32) {
   EXPECT_GE(a.cosine(), 0.9999);
 }
 
+// The guard's report on an INT8 build of `f` at `budget`; `config`, when given, is set to that
+// build's config with the quantisation the guard chose.
+QuantizeReport GuardInt8(const Fixture& f, const GuardBudget& budget,
+                         BuilderConfig* config = nullptr) {
+  BuilderConfig own;
+  BuilderConfig& c = config ? *config : own;
+  c = Config(Precision::kInt8);
+  QuantizeOptions o;
+  o.guard_options.budget = budget;
+  QuantizeReport report;
+  const Status st = Quantize(f.graph, &f.cache, o, &c, &report);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return report;
+}
+
 TEST(AccuracyGuard, LooseBudgetKeepsEveryLayerInt8) {
   const Fixture& f = BertSeqcls();
   BuilderConfig c = Config(Precision::kInt8);
@@ -327,12 +342,7 @@ TEST(AccuracyGuard, LooseBudgetKeepsEveryLayerInt8) {
 TEST(AccuracyGuard, TightBudgetFallsBackTheMostSensitiveLayers) {
   const Fixture& f = BertSeqcls();
   // First the all-INT8 engine's cosine, then a budget halfway between it and 1.
-  BuilderConfig probe = Config(Precision::kInt8);
-  QuantizeOptions loose;
-  loose.guard_options.budget = {0.0, 1.0};
-  QuantizeReport first;
-  ASSERT_TRUE(Quantize(f.graph, &f.cache, loose, &probe, &first).ok());
-  const double all_int8 = first.guard.all_quantised.cosine();
+  const double all_int8 = GuardInt8(f, {0.0, 1.0}).guard.all_quantised.cosine();
   ASSERT_LT(all_int8, 1.0);
   BuilderConfig c = Config(Precision::kInt8);
   QuantizeOptions tight;
@@ -370,6 +380,32 @@ TEST(AccuracyGuard, TightBudgetFallsBackTheMostSensitiveLayers) {
   EXPECT_GE(Measure(*ref, *plan, f.cache.holdout).cosine(), tight.guard_options.budget.min_cosine);
 }
 
+// A budget the all-INT8 engine's held-out mean just meets keeps every layer INT8; read as a 95 %
+// lower confidence bound over the same rows it moves the most sensitive layers to FP32, and the
+// built plan's bound meets it.
+TEST(AccuracyGuard, ConfidenceBoundKeepsMoreLayersThanTheMean) {
+  const Fixture& f = BertSeqcls();
+  const Agreement all_int8 = GuardInt8(f, {0.0, 1.0}).guard.all_quantised;
+  ASSERT_GE(all_int8.min_rows(), 2);
+  ASSERT_GT(all_int8.cosine_stderr(), 0);
+  const double at = all_int8.cosine();
+  const QuantizeReport by_mean = GuardInt8(f, {at, 1.0});
+  EXPECT_TRUE(by_mean.guard.fallback.empty());
+  const GuardBudget bound{at, 1.0, 0.95};
+  BuilderConfig cb;
+  const QuantizeReport by_bound = GuardInt8(f, bound, &cb);
+  const GuardResult& g = by_bound.guard;
+  EXPECT_LT(g.all_quantised.cosine_lower_bound(0.95), at);
+  ASSERT_FALSE(g.fallback.empty());
+  EXPECT_GE(g.final_agreement.cosine_lower_bound(0.95), at);
+  auto plan = Load(Build(f.graph, cb));
+  auto ref = Load(Build(f.graph, Config(Precision::kFp32)));
+  EXPECT_GE(Measure(*ref, *plan, f.cache.holdout).cosine_lower_bound(0.95), at);
+  std::cout << "bert_seqcls int8, budget " << at << ": by the mean "
+            << by_mean.guard.fallback.size() << " layer(s) in fp32, by the 95% bound "
+            << g.fallback.size() << " (" << bound.Describe(g.final_agreement) << ")\n";
+}
+
 // The ladder int8 -> bf16 -> fp32 (--guard-fallback bf16,fp32) on the CPU: a budget between the
 // all-INT8 and all-BF16 engines moves the most sensitive layers to BF16 and none to FP32; one
 // between all-BF16 and FP32 moves every layer to BF16 first and then the most sensitive to FP32.
@@ -378,12 +414,8 @@ TEST(AccuracyGuard, FallsBackThroughBf16BeforeFp32) {
   if (!cpu::CpuHasBf16()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
   const Fixture& f = BertSeqcls();
   auto ref = Load(Build(f.graph, Config(Precision::kFp32)));
-  QuantizeOptions loose;
-  loose.guard_options.budget = {0.0, 1.0};
-  QuantizeReport first;
-  BuilderConfig probe = Config(Precision::kInt8);
-  ASSERT_TRUE(Quantize(f.graph, &f.cache, loose, &probe, &first).ok());
-  const double all_int8 = first.guard.all_quantised.cosine();
+  BuilderConfig probe;
+  const double all_int8 = GuardInt8(f, {0.0, 1.0}, &probe).guard.all_quantised.cosine();
   for (auto& [name, l] : probe.quant.layers) l.precision = Precision::kBf16;
   const double all_bf16 = Measure(*ref, *Load(Build(f.graph, probe)), f.cache.holdout).cosine();
   std::cout << "held-out cosine: all int8 " << all_int8 << ", all bf16 " << all_bf16 << '\n';
@@ -580,6 +612,11 @@ TEST(QuantizeErrors, GuardBudgetOutOfRange) {
   Status st = Quantize(f.graph, &f.cache, o, &c, nullptr);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("min cosine 1.5"), std::string::npos) << st.ToString();
+  o.guard_options.budget = {0.999, 0.01, 1.0};
+  st = Quantize(f.graph, &f.cache, o, &c, nullptr);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("confidence 1 must lie in [0.5, 1)"), std::string::npos)
+      << st.ToString();
 }
 
 TEST(QuantizeErrors, FallbackLadders) {
