@@ -267,6 +267,7 @@ int RunCompare(CompareArgs a) {
   }
   if (budget) pass = pass && budget_ok && agreement_error.empty();
   json agree = {{"cosine", agreement.cosine()},
+                {"cosine_stderr", agreement.cosine_stderr()},
                 {"top1_agreement", agreement.top1_agreement()},
                 {"top1_rows", agreement.top1_rows()},
                 {"top1_drop", top1_drop}};
@@ -275,6 +276,7 @@ int RunCompare(CompareArgs a) {
     per_output[o.name] = {{"rows", o.rows},
                           {"mean_cosine", o.mean_cosine()},
                           {"min_cosine", o.cosine_min},
+                          {"mean_cosine_stderr", o.mean_cosine_stderr()},
                           {"top1", o.top1},
                           {"top1_agreement", o.top1_agreement()}};
   }
@@ -310,6 +312,10 @@ int RunCompare(CompareArgs a) {
       std::cout << "agreement: not measured (" << agreement_error << ")\n";
     std::cout << "agreement (row-wise, padding excluded): " << agreement.Summary()
               << fmt::format(", top-1 drop {:.2f}%", 100 * top1_drop);
+    if (agreement.min_rows() >= 2) {
+      std::cout << fmt::format(" (cosine standard error {:.2g} over {} rows)",
+                               agreement.cosine_stderr(), agreement.min_rows());
+    }
     if (budget) {
       std::cout << (budget_ok ? "  within budget" : "  OUTSIDE budget") << " (";
       if (a.min_cosine != -2) std::cout << "cosine >= " << a.min_cosine;

@@ -92,12 +92,17 @@ TEST_F(QuantCli, CalibrateBuildInspectCompare) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("within budget"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(cosine standard error "), std::string::npos) << r.out;
   r = RunStdout("compare " + Path("int8.plan") + " --against " + Path("fp32.plan") + " --texts " +
                 eval_ + " --vocab " + vocab200_ + " --json --min-cosine 0.999");
   ASSERT_EQ(r.code, 0) << r.out;
   j = json::parse(r.out);
   EXPECT_GE(j["agreement"]["cosine"].get<double>(), 0.999);
   EXPECT_EQ(j["agreement"]["top1_rows"].get<int>(), 80);  // one [CLS] row per post
+  // How far the mean could move on other posts: the rows' spread over sqrt(80).
+  EXPECT_GT(j["agreement"]["cosine_stderr"].get<double>(), 0);
+  EXPECT_LT(j["agreement"]["cosine_stderr"].get<double>(),
+            1 - j["agreement"]["cosine"].get<double>());
   // An impossible budget fails the comparison.
   r = Surge("compare " + Path("int8.plan") + " --against " + Path("fp32.plan") + " --texts " +
             eval_ + " --vocab " + vocab200_ + " --min-cosine 1");
