@@ -177,12 +177,12 @@ json TensorToJson(const InferTensor& t) {
 }
 
 json Duration(uint64_t count, uint64_t ns) { return json{{"count", count}, {"ns", ns}}; }
-json Duration(const DurationStat& d) { return Duration(d.count.load(), d.ns.load()); }
+json Duration(const DurationTotals& d) { return Duration(d.count, d.ns); }
 
 json StatsJson(ModelVersion& v) {
-  ModelStats& s = v.stats();
+  const StatsSnapshot s = v.stats().Snapshot();
   json batches = json::array();
-  for (const auto& [bs, b] : s.BatchSnapshot()) {
+  for (const auto& [bs, b] : s.batches) {
     batches.push_back({{"batch_size", bs},
                        {"compute_input", Duration(b.count, b.compute_input_ns)},
                        {"compute_infer", Duration(b.count, b.compute_infer_ns)},
@@ -190,9 +190,9 @@ json StatsJson(ModelVersion& v) {
   }
   return json{{"name", v.name()},
               {"version", v.version_string()},
-              {"last_inference", s.last_inference_ms.load()},
-              {"inference_count", s.inference_count.load()},
-              {"execution_count", s.execution_count.load()},
+              {"last_inference", s.last_inference_ms},
+              {"inference_count", s.inference_count},
+              {"execution_count", s.execution_count},
               {"inference_stats",
                {{"success", Duration(s.success)},
                 {"fail", Duration(s.fail)},

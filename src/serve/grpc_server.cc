@@ -210,12 +210,12 @@ void FillDuration(uint64_t count, uint64_t ns, inference::StatisticDuration* d) 
 }
 
 void FillStats(ModelVersion& v, inference::ModelStatistics* s) {
-  ModelStats& st = v.stats();
+  const StatsSnapshot st = v.stats().Snapshot();
   s->set_name(v.name());
   s->set_version(v.version_string());
-  s->set_last_inference(st.last_inference_ms.load());
-  s->set_inference_count(st.inference_count.load());
-  s->set_execution_count(st.execution_count.load());
+  s->set_last_inference(st.last_inference_ms);
+  s->set_inference_count(st.inference_count);
+  s->set_execution_count(st.execution_count);
   auto* is = s->mutable_inference_stats();
   FillDuration(st.success.count, st.success.ns, is->mutable_success());
   FillDuration(st.fail.count, st.fail.ns, is->mutable_fail());
@@ -225,7 +225,7 @@ void FillStats(ModelVersion& v, inference::ModelStatistics* s) {
   FillDuration(st.compute_output.count, st.compute_output.ns, is->mutable_compute_output());
   is->mutable_cache_hit();
   is->mutable_cache_miss();
-  for (const auto& [bs, b] : st.BatchSnapshot()) {
+  for (const auto& [bs, b] : st.batches) {
     auto* bst = s->add_batch_stats();
     bst->set_batch_size(bs);
     FillDuration(b.count, b.compute_input_ns, bst->mutable_compute_input());

@@ -327,9 +327,8 @@ Result<std::shared_ptr<ModelVersion>> ModelVersion::Load(const std::string& mode
       },
       [self](const ExecutionStats& es) {
         if (!es.ok) return;
-        self->stats_.execution_count.fetch_add(1, std::memory_order_relaxed);
-        self->stats_.AddBatch(es.batch_size, es.compute_input_ns, es.compute_infer_ns,
-                              es.compute_output_ns);
+        self->stats_.AddExecution(es.batch_size, es.compute_input_ns, es.compute_infer_ns,
+                                  es.compute_output_ns);
       });
   SURGE_LOG_INFO(
       "serve: model '{}' version {} ready ({} instance(s), backend {}, max_batch_size "
@@ -656,13 +655,8 @@ void ModelVersion::Submit(InferRequest request, InferCallback done, const Retry&
       return;
     }
     total_ns = NsSince(req->received);
-    stats_.success.Add(total_ns);
-    stats_.queue.Add(t.queue_ns);
-    stats_.compute_input.Add(t.compute_input_ns);
-    stats_.compute_infer.Add(t.compute_infer_ns);
-    stats_.compute_output.Add(t.compute_output_ns);
-    stats_.inference_count.fetch_add(static_cast<uint64_t>(batch), std::memory_order_relaxed);
-    stats_.last_inference_ms.store(NowMs(), std::memory_order_relaxed);
+    stats_.AddSuccess(total_ns, t.queue_ns, t.compute_input_ns, t.compute_infer_ns,
+                      t.compute_output_ns, static_cast<uint64_t>(batch), NowMs());
     stats_.request_us.Observe(total_ns / 1e3);
     stats_.queue_us.Observe(t.queue_ns / 1e3);
     stats_.compute_infer_us.Observe(t.compute_infer_ns / 1e3);

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
 
 #include "serve/metrics.h"
 
@@ -150,6 +153,45 @@ TEST(Metrics, TritonNamesLabelsAndHistograms) {
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
   }
   EXPECT_EQ(RenderMetrics({}, {}).find("nv_gpu"), std::string::npos);
+}
+
+// Requests finishing on several threads while another reads the statistics: every reading counts
+// each request in all of its phases or in none (perf_analyzer checks exactly this per window).
+TEST(Stats, SnapshotsCountEveryPhaseOfARequestTogether) {
+  ModelStats s;
+  constexpr int kWriters = 4, kEach = 20000;
+  std::atomic<bool> done{false};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&s] {
+      for (int i = 0; i < kEach; ++i) {
+        s.AddSuccess(5000, 1000, 100, 3000, 200, 2, 1);
+        s.AddExecution(2, 100, 3000, 200);
+      }
+    });
+  }
+  int readings = 0, torn = 0;
+  std::thread reader([&] {
+    while (!done.load()) {
+      const StatsSnapshot r = s.Snapshot();
+      ++readings;
+      const uint64_t n = r.success.count;
+      torn += r.queue.count != n || r.compute_input.count != n || r.compute_infer.count != n ||
+              r.compute_output.count != n || r.inference_count != 2 * n ||
+              r.compute_infer.ns != 3000 * n;
+      uint64_t batch_runs = r.batches.count(2) ? r.batches.at(2).count : 0;
+      torn += batch_runs != r.execution_count;
+    }
+  });
+  for (auto& t : writers) t.join();
+  done = true;
+  reader.join();
+  EXPECT_GT(readings, 0);
+  EXPECT_EQ(torn, 0) << "of " << readings << " readings";
+  const StatsSnapshot end = s.Snapshot();
+  EXPECT_EQ(end.success.count, uint64_t{kWriters} * kEach);
+  EXPECT_EQ(end.execution_count, uint64_t{kWriters} * kEach);
+  EXPECT_EQ(end.batches.at(2).compute_infer_ns, uint64_t{kWriters} * kEach * 3000);
 }
 
 TEST(Metrics, ParsesNvidiaSmiCsv) {
