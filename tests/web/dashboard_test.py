@@ -178,7 +178,11 @@ class Browser:
 
 
 PAGE_STATE = r"""(function () {
-  if (!document.body || !document.getElementById('bucket')) return null;  // still loading
+  // Still loading: the body, or any element read below by id, not there yet.
+  var ids = ['bucket', 'd-title', 'h-buckets', 'h-model', 'h-source', 'notice'];
+  if (!document.body || ids.some(function (id) { return !document.getElementById(id); })) {
+    return null;
+  }
   var rows = Array.prototype.slice.call(document.querySelectorAll('#hot tbody tr'));
   return {
     hasD3: !!(window.surgeDashboard && window.surgeDashboard.hasD3),
