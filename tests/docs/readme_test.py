@@ -13,6 +13,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -55,12 +56,25 @@ def main():
     ])
     env = dict(os.environ)
     env.pop("TERM", None)
+    # Its own session, so that on a timeout the background jobs the blocks started (servers,
+    # Kafka workers) end with the shell instead of outliving the test.
+    proc = subprocess.Popen(["bash", "-c", script], cwd=ROOT, env=env, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        r = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, timeout=a.timeout,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-        print(out[-20000:])
+        out, _ = proc.communicate(timeout=a.timeout)
+        r = subprocess.CompletedProcess(proc.args, proc.returncode, out)
+    except subprocess.TimeoutExpired:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                out, _ = proc.communicate(timeout=10)
+                break
+            except subprocess.TimeoutExpired:
+                out = ""
+        print((out or "")[-20000:])
         print(f"FAIL: the README commands were still running after {a.timeout} s; the trace above "
               "shows the one that hung")
         return 1

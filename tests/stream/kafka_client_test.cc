@@ -134,6 +134,31 @@ TEST(KafkaClientTest, CommitThenCommittedReadsItBack) {
   EXPECT_NE(bad.message().find("no real offset"), std::string::npos) << bad.message();
 }
 
+// A commit while the coordinator is down ends in its timeout with a clear error (the synchronous
+// form of rd_kafka_commit waited for ever, and a worker told to stop hung in it); once the
+// broker is back a commit goes through.
+TEST(KafkaClientTest, BrokerDownMakesCommitTimeOutThenCommitsWhenBack) {
+  auto mc = StartCluster(1);
+  ASSERT_NE(mc, nullptr);
+  ASSERT_TRUE(mc->CreateTopic("cd", 1).ok());
+  auto consumer = MakeConsumer(*mc, "cd-group");
+  ASSERT_NE(consumer, nullptr);
+  ASSERT_TRUE(consumer->Assign({{"cd", 0, kOffsetBeginning}}).ok());
+  ASSERT_TRUE(consumer->Commit({{"cd", 0, 2}}).ok());
+  ASSERT_TRUE(mc->SetBrokerDown(1).ok());
+  Status s = consumer->Commit({{"cd", 0, 5}}, 1500);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+  EXPECT_NE(s.message().find("no answer from the group coordinator in 1500 ms"), std::string::npos)
+      << s.message();
+  ASSERT_TRUE(mc->SetBrokerUp(1).ok());
+  Status again = consumer->Commit({{"cd", 0, 9}}, kPatienceMs);
+  ASSERT_TRUE(again.ok()) << again.ToString();
+  auto got = consumer->Committed({{"cd", 0}}, kPatienceMs);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ((*got)[0].offset, 9);
+}
+
 // Two members share four partitions; when one leaves, the other gets all four. Each member
 // commits after every batch (as a stage does after its checkpoint), so the group reads every
 // record exactly once, and never a partition it does not own.

@@ -269,7 +269,7 @@ Result<std::vector<Message>> KafkaConsumer::Poll(size_t max_messages, int timeou
   return out;
 }
 
-Status KafkaConsumer::Commit(const std::vector<TopicPartitionOffset>& offsets) {
+Status KafkaConsumer::Commit(const std::vector<TopicPartitionOffset>& offsets, int timeout_ms) {
   SURGE_RETURN_IF_ERROR(impl_->Usable());
   if (offsets.empty()) return Status::Ok();
   for (const auto& o : offsets) {
@@ -279,22 +279,58 @@ Status KafkaConsumer::Commit(const std::vector<TopicPartitionOffset>& offsets) {
     }
   }
   internal::PartitionListPtr list = internal::ToList(offsets);
-  rd_kafka_resp_err_t err = rd_kafka_commit(impl_->rk, list.get(), /*async=*/0);
   std::string what = fmt::format("kafka consumer (group {}): commit of {} offset(s) (first {})",
                                  impl_->options.group, offsets.size(), ToString(offsets[0]));
+  // rd_kafka_commit's synchronous form waits for the coordinator's answer without a bound: with
+  // the brokers gone it never returns, and a stage told to stop could not. The commit goes to a
+  // queue of its own and its result is awaited for timeout_ms at most.
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(impl_->rk);
+  rd_kafka_resp_err_t err = rd_kafka_commit_queue(impl_->rk, list.get(), queue, nullptr, nullptr);
+  rd_kafka_event_t* ev = nullptr;
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-    for (int i = 0; i < list->cnt; ++i) {
-      if (list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        err = list->elems[i].err;
-        what = fmt::format(
-            "kafka consumer (group {}): commit of {}", impl_->options.group,
-            ToString(TopicPartitionOffset{list->elems[i].topic, list->elems[i].partition,
-                                          list->elems[i].offset}));
-        break;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (ev == nullptr) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            deadline - std::chrono::steady_clock::now())
+                            .count();
+      if (left <= 0) break;
+      ev = rd_kafka_queue_poll(queue, static_cast<int>(std::min<int64_t>(left, 100)));
+      if (ev != nullptr && rd_kafka_event_type(ev) != RD_KAFKA_EVENT_OFFSET_COMMIT) {
+        rd_kafka_event_destroy(ev);  // not ours (the queue carries only this commit's result)
+        ev = nullptr;
       }
     }
   }
-  return internal::KafkaStatus(err, what);
+  Status status = Status::Ok();
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    status = internal::KafkaStatus(err, what);
+  } else if (ev == nullptr) {
+    status = MakeStatus(StatusCode::kDeadlineExceeded,
+                        "{}: no answer from the group coordinator in {} ms (the offsets may or "
+                        "may not be committed; the next commit or checkpoint supersedes them)",
+                        what, timeout_ms);
+  } else {
+    err = rd_kafka_event_error(ev);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      // Each partition's own result.
+      if (const rd_kafka_topic_partition_list_t* done = rd_kafka_event_topic_partition_list(ev)) {
+        for (int i = 0; i < done->cnt; ++i) {
+          if (done->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            err = done->elems[i].err;
+            what = fmt::format(
+                "kafka consumer (group {}): commit of {}", impl_->options.group,
+                ToString(TopicPartitionOffset{done->elems[i].topic, done->elems[i].partition,
+                                              done->elems[i].offset}));
+            break;
+          }
+        }
+      }
+    }
+    status = internal::KafkaStatus(err, what);
+  }
+  if (ev != nullptr) rd_kafka_event_destroy(ev);
+  rd_kafka_queue_destroy(queue);
+  return status;
 }
 
 Result<std::vector<TopicPartitionOffset>> KafkaConsumer::Committed(

@@ -167,7 +167,7 @@ Status PartitionCheckpointer::CheckpointPartitions(const std::vector<TopicPartit
     if (next >= 0) commit.push_back({tp.topic, tp.partition, next});  // not kOffsetBeginning
   }
   if (consumer_ == nullptr) return Status::Ok();
-  Status s = consumer_->Commit(commit);
+  Status s = consumer_->Commit(commit, options_.committed_timeout_ms);
   if (!s.ok()) {
     ++counters_.commit_failures;
     SURGE_LOG_WARN(

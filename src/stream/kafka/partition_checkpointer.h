@@ -60,7 +60,8 @@ class PartitionCheckpointer {
     std::string stage;      // checkpoint name prefix and metadata
     std::string worker_id;  // metadata: who wrote a checkpoint
     uint32_t state_version = 0;
-    // Bound on reading committed offsets for partitions assigned without a checkpoint.
+    // Bound on reading committed offsets for partitions assigned without a checkpoint, and on
+    // waiting for a commit's answer.
     int committed_timeout_ms = 30000;
   };
   struct Counters {

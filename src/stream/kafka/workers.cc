@@ -334,7 +334,7 @@ Status RunAnnotateWorker(const WorkerOptions& o, const AnnotateOptions& annotate
     SURGE_RETURN_IF_ERROR(dead->Flush());
     std::vector<TopicPartitionOffset> commit;
     for (const auto& [tp, offset] : next) commit.push_back({tp.first, tp.second, offset});
-    Status committed = consumer->Commit(commit);
+    Status committed = consumer->Commit(commit, o.kafka_timeout_ms);
     if (!committed.ok()) {
       SURGE_LOG_WARN(
           "annotate worker: {} (those records may be annotated again; detect drops the "
