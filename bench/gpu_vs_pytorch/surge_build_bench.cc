@@ -1,8 +1,9 @@
 // The host side of building and loading a CUDA plan of the BERT-base-shaped encoder
 // (bert_base_graph.h, random weights), no GPU needed: builder::BuildPlanFromGraph (lowering
 // without GEMM tuning where no GPU is visible, FP16 weight conversion, plan assembly), parsing the
-// plan and decoding its graph, and the load-time quantisation of the INT8/FP8 layers' weights
-// (QuantLinears::Analyze). What an accuracy-guard candidate costs the host, per plan. Run it with
+// plan (its graph and the backend's blob), and the load-time preparation of the INT8/FP8 layers
+// (QuantLinears::Analyze: their weights taken from the plan; before blob version 5, quantised
+// from float32). What an accuracy-guard candidate costs the host, per plan. Run it with
 // CUDA_VISIBLE_DEVICES= on a GPU machine to keep GEMM tuning (timed once per process) out.
 //
 //   surge_build_bench [--reps 3] [--precisions fp16,fp8,int8]
@@ -91,12 +92,13 @@ int Main(int argc, char** argv) {
       if (!plan.ok()) return 1;
       auto g = DecodeGraph(*(*plan)->Section(plan::kGraphSection),
                            *(*plan)->Section(plan::kWeightsSection));
+      auto blob = cuda::ParseBlob(*(*plan)->Section(plan::kTacticsSection));
       const auto t2 = Clock::now();
-      if (!g.ok()) return 1;
+      if (!g.ok() || !blob.ok()) return 1;
       auto program = cuda::AnalyzeGraph(*g, cuda::QuantBaseConfig(c));
       const auto t3 = Clock::now();
       if (!program.ok()) return 1;
-      auto q = cuda::QuantLinears::Analyze(*g, *program, c);
+      auto q = cuda::QuantLinears::Analyze(*g, *program, c, true, &blob->quant_weights);
       const auto t4 = Clock::now();
       if (!q.ok()) {
         std::fprintf(stderr, "%s: %s\n", name.c_str(), q.status().ToString().c_str());

@@ -291,14 +291,15 @@ Status CudaEngine::Reserve(size_t bytes, std::string_view what) const {
   const size_t now = reserved_.fetch_add(bytes) + bytes;
   if (budget_ != 0 && now > budget_) {
     reserved_ -= bytes;
-    return Status(StatusCode::kResourceExhausted,
-                  fmt::format("cuda: {} needs {:.1f} MiB but the device memory budget of {:.1f} "
-                              "MiB has only {:.1f} MiB left (weights {:.1f} MiB; activations are "
-                              "sized for the profile max {}x{}); raise the budget or lower the "
-                              "profile max",
-                              what, bytes / 1048576.0, budget_ / 1048576.0,
-                              (budget_ - (now - bytes)) / 1048576.0, weights_bytes_ / 1048576.0,
-                              max_.batch, max_.seq));
+    return Status(
+        StatusCode::kResourceExhausted,
+        fmt::format("cuda: {} needs {:.1f} MiB but the device memory budget of {:.1f} "
+                    "MiB has only {:.1f} MiB left (weights {:.1f} MiB; activations are "
+                    "sized for the profile max {}x{}); raise the budget or lower the "
+                    "profile max",
+                    what, bytes / 1048576.0, budget_ / 1048576.0,
+                    (budget_ - (now - bytes)) / 1048576.0,
+                    (weights_bytes_ + quant_.device_bytes()) / 1048576.0, max_.batch, max_.seq));
   }
   return Status::Ok();
 }
@@ -318,22 +319,46 @@ Status CudaEngine::Init(std::shared_ptr<const ir::Graph> graph, std::span<const 
     if (op.kind == OpKind::kLinear) op.weight_nk = b.weights_nk.count(op.inputs[1]) > 0;
   }
   budget_ = options.memory_budget_bytes ? options.memory_budget_bytes : config.memory_budget_bytes;
-  // Weights: the blob's converted bytes, or converted now for blobs without them.
+  // The quantised layers first: which of them run quantised decides which weights the device
+  // needs in its own type.
+  SURGE_ASSIGN_OR_RETURN(quant_,
+                         QuantLinears::Analyze(*graph_, program_, config, true, &b.quant_weights));
+  if (!quant_.empty()) {
+    cublasLtHandle_t lt = nullptr;
+    SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&lt));
+    Status st = quant_.Prepare(lt, kGemmWorkspaceBytes, max_.batch * max_.seq + 1, max_.batch);
+    cublasLtDestroy(lt);
+    SURGE_RETURN_IF_ERROR(st);
+    SURGE_RETURN_IF_ERROR(Reserve(quant_.device_bytes(), "the quantised weights"));
+  }
+  // Weights in the device type or float32: the blob's bytes, or converted now for blobs without
+  // them; a layer the plan quantised that runs FP16 after all (QuantLinears::FallbackReason)
+  // reads its quantised weight dequantised.
+  const std::set<int> read = WeightsOutsideQuantisedGemms(program_, quant_);
   std::map<int, std::vector<uint8_t>> bytes;
   size_t total = 0;
   for (const auto& [v, f32] : program_.weights) {
+    if (!read.count(v)) continue;
     auto it = b.weights.find(v);
+    const Tensor& c = graph_->values[v].constant;
+    const bool nk = b.weights_nk.count(v) > 0;
     if (it != b.weights.end()) {
       bytes[v] = std::move(it->second);
+    } else if (!c.empty()) {
+      SURGE_ASSIGN_OR_RETURN(bytes[v],
+                             ConvertWeight(nk ? TransposeWeight(c) : c, f32, program_.dtype));
     } else {
-      const Tensor& c = graph_->values[v].constant;
-      if (c.empty()) {
+      const QuantWeight* q = nullptr;
+      for (const auto& [key, w] : b.quant_weights) {
+        if (key.first == v) q = &w;
+      }
+      if (q == nullptr) {
         return DataLossError(
             "cuda plan: weight '{}' is neither in the tactics nor in the plan's weights",
             graph_->values[v].name);
       }
-      SURGE_ASSIGN_OR_RETURN(bytes[v], ConvertWeight(b.weights_nk.count(v) ? TransposeWeight(c) : c,
-                                                     f32, program_.dtype));
+      SURGE_ASSIGN_OR_RETURN(bytes[v],
+                             ConvertWeight(DequantizeLinearWeight(*q, !nk), f32, program_.dtype));
     }
     const size_t expect = graph_->values[v].constant.numel() * (f32 ? 4 : 2);
     if (bytes[v].size() != expect) {
@@ -352,15 +377,6 @@ Status CudaEngine::Init(std::shared_ptr<const ir::Graph> graph, std::span<const 
     weight_ptr_[v] = dst;
     off += AlignUp(data.size());
   }
-  SURGE_ASSIGN_OR_RETURN(quant_, QuantLinears::Analyze(*graph_, program_, config));
-  if (!quant_.empty()) {
-    cublasLtHandle_t lt = nullptr;
-    SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&lt));
-    Status st = quant_.Prepare(lt, kGemmWorkspaceBytes, max_.batch * max_.seq + 1, max_.batch);
-    cublasLtDestroy(lt);
-    SURGE_RETURN_IF_ERROR(st);
-    SURGE_RETURN_IF_ERROR(Reserve(quant_.device_bytes(), "the quantised weights"));
-  }
   PlanArena();
   return Status::Ok();
 }
@@ -374,13 +390,16 @@ Result<std::unique_ptr<BackendContext>> CudaEngine::CreateContext() {
 
 std::string CudaEngine::Describe() const {
   std::string s = fmt::format(
-      "cuda backend ({}), padding-free {}, GELU {}, profile max {}x{}\nweights {:.1f} MiB, "
+      "cuda backend ({}), padding-free {}, GELU {}, profile max {}x{}\nweights {:.1f} MiB{}, "
       "activation "
       "arena {:.1f} MiB per context, output staging {:.1f} MiB, GEMM workspace {} MiB\n",
       program_.dtype == DataType::kF16 ? "fp16" : "bf16", program_.padding_free ? "on" : "off",
       program_.exact_gelu ? "exact (erf)" : "tanh form fused on token rows", max_.batch, max_.seq,
-      weights_bytes_ / 1048576.0, arena_bytes_ / 1048576.0, outputs_bytes_ / 1048576.0,
-      kGemmWorkspaceBytes >> 20);
+      (weights_bytes_ + quant_.device_bytes()) / 1048576.0,
+      quant_.empty() ? std::string()
+                     : fmt::format(" ({:.1f} MiB of them INT8/FP8 with their scales)",
+                                   quant_.device_bytes() / 1048576.0),
+      arena_bytes_ / 1048576.0, outputs_bytes_ / 1048576.0, kGemmWorkspaceBytes >> 20);
   std::map<const void*, std::string> tactics_listed;  // a shape's tunings -> op listing them
   for (const LoweredOp& op : program_.ops) {
     const ir::Node& n = graph_->nodes[op.node];
@@ -957,8 +976,9 @@ class CudaBackend : public Backend {
 
   Result<std::string> Lower(const ir::Graph& graph, const BuilderConfig& config) override {
     SURGE_ASSIGN_OR_RETURN(Program p, AnalyzeGraph(graph, QuantBaseConfig(config)));
-    // INT8/FP8 layers are checked here (calibrated, shapes cuBLASLt takes) and quantised at load.
-    SURGE_RETURN_IF_ERROR(QuantLinears::Analyze(graph, p, config, false).status());
+    // INT8/FP8 layers: checked (calibrated, shapes cuBLASLt takes), their weights quantised here
+    // and stored so; the FP16 conversion only of weights something else reads.
+    SURGE_ASSIGN_OR_RETURN(QuantLinears quant, QuantLinears::Analyze(graph, p, config, false));
     const char* exact = std::getenv("SURGE_CUDA_EXACT_GELU");
     p.exact_gelu = exact && std::string_view(exact) == "1";
     Blob blob;
@@ -976,7 +996,10 @@ class CudaBackend : public Backend {
           "choice at run time",
           gpu.message());
     }
+    blob.quant_weights = QuantisedWeightsOf(graph, p, quant);
+    const std::set<int> read = WeightsOutsideQuantisedGemms(p, quant);
     for (const auto& [v, f32] : p.weights) {
+      if (!read.count(v)) continue;
       const Tensor& c = graph.values[v].constant;
       SURGE_ASSIGN_OR_RETURN(
           blob.weights[v],
@@ -1058,12 +1081,11 @@ class CudaBackend : public Backend {
     return cache.Save();
   }
 
-  // An FP16/BF16 plan's tactics carry every lowered weight converted to the kernels' layout, so
-  // the plan leaves out the graph's float32 copies (a BERT-base plan: 205 MB instead of 614).
-  // Quantised plans keep them: their INT8/FP8 layers are quantised from float32 at load.
-  Result<std::vector<int>> ConstantsKeptByTactics(const ir::Graph&, const BuilderConfig& config,
+  // The tactics carry every lowered weight in the form the kernels read (converted to the device
+  // type, or INT8/FP8 layers' weights quantised), so the plan leaves out the graph's float32
+  // copies (a BERT-base plan: 205 MB instead of 614 in FP16, 122 MB instead of 614 in FP8).
+  Result<std::vector<int>> ConstantsKeptByTactics(const ir::Graph&, const BuilderConfig&,
                                                   std::span<const uint8_t> tactics) override {
-    if (!config.quant.empty()) return std::vector<int>{};
     return BlobWeightIds(tactics);
   }
 

@@ -12,6 +12,7 @@ namespace surge::engine::cuda {
 namespace {
 
 constexpr char kBlobMagic[8] = {'S', 'G', 'C', 'U', 'D', 'A', '0', '1'};
+constexpr uint32_t kBlobVersion = 5;
 
 std::string Label(const ir::Node& n) {
   return fmt::format("node '{}' ({}{}{})", n.name, n.domain,
@@ -508,7 +509,8 @@ std::vector<GemmDesc> LinearGemms(const Program& p, int64_t token_rows, int64_t 
 
 std::string SerializeBlob(const Blob& b) {
   std::string s(kBlobMagic, sizeof(kBlobMagic));
-  PutU32(&s, 4);  // version (4: tactics keyed by the row count they were tuned at)
+  // version (4: tactics keyed by the row count they were tuned at; 5: quantised weights)
+  PutU32(&s, kBlobVersion);
   PutU32(&s, b.dtype == DataType::kF16 ? 1 : 2);
   PutU32(&s, b.padding_free ? 1 : 0);
   PutU32(&s, b.exact_gelu ? 1 : 0);
@@ -527,13 +529,24 @@ std::string SerializeBlob(const Blob& b) {
   }
   PutU32(&s, static_cast<uint32_t>(b.weights_nk.size()));
   for (int id : b.weights_nk) PutU32(&s, static_cast<uint32_t>(id));
+  PutU32(&s, static_cast<uint32_t>(b.quant_weights.size()));
+  for (const auto& [key, q] : b.quant_weights) {
+    PutU32(&s, static_cast<uint32_t>(key.first));
+    PutU32(&s, q.type == QuantType::kInt8 ? 1 : 2);
+    PutU64(&s, static_cast<uint64_t>(q.n));
+    PutU64(&s, static_cast<uint64_t>(q.k));
+    PutU64(&s, q.scales.size());
+    s.append(reinterpret_cast<const char*>(q.scales.data()), q.scales.size() * sizeof(float));
+    PutU64(&s, q.bytes.size());
+    s.append(reinterpret_cast<const char*>(q.bytes.data()), q.bytes.size());
+  }
   return s;
 }
 
 namespace {
 
 // The blob's fixed fields, up to and including the weight count.
-Status ReadBlobHeader(Reader& r, Blob* b, uint32_t* weight_count) {
+Status ReadBlobHeader(Reader& r, Blob* b, uint32_t* weight_count, uint32_t* version_out) {
   char magic[8];
   SURGE_RETURN_IF_ERROR(r.Read(magic, 8, "magic"));
   if (std::memcmp(magic, kBlobMagic, 8) != 0) {
@@ -541,12 +554,13 @@ Status ReadBlobHeader(Reader& r, Blob* b, uint32_t* weight_count) {
   }
   uint32_t version = 0, dtype = 0, pf = 0;
   SURGE_RETURN_IF_ERROR(r.Read(&version, 4, "version"));
-  if (version < 2 || version > 4) {
+  if (version < 2 || version > kBlobVersion) {
     return DataLossError(
-        "cuda plan blob version {} is not supported (this build reads 2 to 4); "
+        "cuda plan blob version {} is not supported (this build reads 2 to {}); "
         "rebuild the plan",
-        version);
+        version, kBlobVersion);
   }
+  *version_out = version;
   SURGE_RETURN_IF_ERROR(r.Read(&dtype, 4, "precision"));
   if (dtype != 1 && dtype != 2)
     return DataLossError("cuda plan blob precision {} is invalid", dtype);
@@ -561,41 +575,53 @@ Status ReadBlobHeader(Reader& r, Blob* b, uint32_t* weight_count) {
   return r.Read(weight_count, 4, "weight count");
 }
 
-}  // namespace
-
-Result<std::vector<int>> BlobWeightIds(std::span<const uint8_t> bytes) {
-  Reader r(bytes);
-  Blob header;
-  uint32_t count = 0;
-  SURGE_RETURN_IF_ERROR(ReadBlobHeader(r, &header, &count));
-  std::vector<int> ids;
-  for (uint32_t i = 0; i < count; ++i) {
-    uint32_t id = 0;
-    uint64_t n = 0;
-    SURGE_RETURN_IF_ERROR(r.Read(&id, 4, "weight id"));
-    SURGE_RETURN_IF_ERROR(r.Read(&n, 8, "weight size"));
-    SURGE_RETURN_IF_ERROR(r.Skip(n, "weight bytes"));
-    ids.push_back(static_cast<int>(id));
+// One quantised weight's header (value id, type, shape, scales) and, with `bytes` non-null, its
+// bytes (else skipped).
+Status ReadQuantWeight(Reader& r, int* id, QuantWeight* q, bool bytes) {
+  uint32_t v = 0, type = 0;
+  uint64_t n = 0, k = 0, count = 0, size = 0;
+  SURGE_RETURN_IF_ERROR(r.Read(&v, 4, "quantised weight id"));
+  SURGE_RETURN_IF_ERROR(r.Read(&type, 4, "quantised weight type"));
+  if (type != 1 && type != 2) {
+    return DataLossError("cuda plan blob: quantised weight {} has type {}", v, type);
   }
-  return ids;
+  SURGE_RETURN_IF_ERROR(r.Read(&n, 8, "quantised weight N"));
+  SURGE_RETURN_IF_ERROR(r.Read(&k, 8, "quantised weight K"));
+  SURGE_RETURN_IF_ERROR(r.Read(&count, 8, "quantised weight scale count"));
+  const uint64_t expect_scales = type == 1 ? n : 1;
+  if (n == 0 || k == 0 || n > (uint64_t{1} << 31) || k > (uint64_t{1} << 31) ||
+      count != expect_scales) {
+    return DataLossError("cuda plan blob: quantised weight {} is {}x{} with {} scales", v, n, k,
+                         count);
+  }
+  if (count * sizeof(float) > r.left()) {
+    return DataLossError("cuda plan blob: quantised weight {} claims {} scales, {} bytes left", v,
+                         count, r.left());
+  }
+  *id = static_cast<int>(v);
+  q->type = type == 1 ? QuantType::kInt8 : QuantType::kFp8E4M3;
+  q->n = static_cast<int64_t>(n);
+  q->k = static_cast<int64_t>(k);
+  q->scales.resize(count);
+  SURGE_RETURN_IF_ERROR(r.Read(q->scales.data(), count * sizeof(float), "quantised weight scales"));
+  SURGE_RETURN_IF_ERROR(r.Read(&size, 8, "quantised weight size"));
+  if (size != n * k) {
+    return DataLossError("cuda plan blob: quantised weight {} has {} bytes for {}x{}", v, size, n,
+                         k);
+  }
+  if (!bytes) return r.Skip(size, "quantised weight bytes");
+  if (size > r.left()) {
+    return DataLossError("cuda plan blob: quantised weight {} claims {} bytes, {} left", v, size,
+                         r.left());
+  }
+  q->bytes.resize(size);
+  return r.Read(q->bytes.data(), size, "quantised weight bytes");
 }
 
-Result<Blob> ParseBlob(std::span<const uint8_t> bytes) {
-  Reader r(bytes);
-  Blob b;
+// Everything after the weights: tactics, transposed weight ids and (version 5) quantised weights
+// (with `quant_bytes` false their bytes are skipped).
+Status ReadBlobTail(Reader& r, uint32_t version, Blob* b, bool quant_bytes) {
   uint32_t count = 0;
-  SURGE_RETURN_IF_ERROR(ReadBlobHeader(r, &b, &count));
-  for (uint32_t i = 0; i < count; ++i) {
-    uint32_t id = 0;
-    uint64_t n = 0;
-    SURGE_RETURN_IF_ERROR(r.Read(&id, 4, "weight id"));
-    SURGE_RETURN_IF_ERROR(r.Read(&n, 8, "weight size"));
-    if (n > r.left())
-      return DataLossError("cuda plan blob: weight {} claims {} bytes, {} left", id, n, r.left());
-    std::vector<uint8_t> w(n);
-    SURGE_RETURN_IF_ERROR(r.Read(w.data(), n, "weight bytes"));
-    b.weights[static_cast<int>(id)] = std::move(w);
-  }
   SURGE_RETURN_IF_ERROR(r.Read(&count, 4, "tactic count"));
   for (uint32_t i = 0; i < count; ++i) {
     uint32_t len = 0;
@@ -608,15 +634,69 @@ Result<Blob> ParseBlob(std::span<const uint8_t> bytes) {
     SURGE_RETURN_IF_ERROR(r.Read(&a.algo, sizeof(a.algo), "tactic algorithm"));
     SURGE_RETURN_IF_ERROR(r.Read(&a.time_us, sizeof(float), "tactic time"));
     a.valid = true;
-    b.tactics[key] = a;
+    b->tactics[key] = a;
   }
   SURGE_RETURN_IF_ERROR(r.Read(&count, 4, "transposed weight count"));
   for (uint32_t i = 0; i < count; ++i) {
     uint32_t id = 0;
     SURGE_RETURN_IF_ERROR(r.Read(&id, 4, "transposed weight id"));
-    b.weights_nk.insert(static_cast<int>(id));
+    b->weights_nk.insert(static_cast<int>(id));
+  }
+  if (version >= 5) {
+    SURGE_RETURN_IF_ERROR(r.Read(&count, 4, "quantised weight count"));
+    for (uint32_t i = 0; i < count; ++i) {
+      int id = 0;
+      QuantWeight q;
+      SURGE_RETURN_IF_ERROR(ReadQuantWeight(r, &id, &q, quant_bytes));
+      const auto key = std::make_pair(id, q.type);
+      if (b->quant_weights.count(key)) {
+        return DataLossError("cuda plan blob: quantised weight {} appears twice", id);
+      }
+      b->quant_weights.emplace(key, std::move(q));
+    }
   }
   if (r.left() != 0) return DataLossError("cuda plan blob has {} trailing bytes", r.left());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<int>> BlobWeightIds(std::span<const uint8_t> bytes) {
+  Reader r(bytes);
+  Blob b;
+  uint32_t count = 0, version = 0;
+  SURGE_RETURN_IF_ERROR(ReadBlobHeader(r, &b, &count, &version));
+  std::set<int> ids;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t id = 0;
+    uint64_t n = 0;
+    SURGE_RETURN_IF_ERROR(r.Read(&id, 4, "weight id"));
+    SURGE_RETURN_IF_ERROR(r.Read(&n, 8, "weight size"));
+    SURGE_RETURN_IF_ERROR(r.Skip(n, "weight bytes"));
+    ids.insert(static_cast<int>(id));
+  }
+  SURGE_RETURN_IF_ERROR(ReadBlobTail(r, version, &b, false));
+  for (const auto& [key, q] : b.quant_weights) ids.insert(key.first);
+  return std::vector<int>(ids.begin(), ids.end());
+}
+
+Result<Blob> ParseBlob(std::span<const uint8_t> bytes) {
+  Reader r(bytes);
+  Blob b;
+  uint32_t count = 0, version = 0;
+  SURGE_RETURN_IF_ERROR(ReadBlobHeader(r, &b, &count, &version));
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t id = 0;
+    uint64_t n = 0;
+    SURGE_RETURN_IF_ERROR(r.Read(&id, 4, "weight id"));
+    SURGE_RETURN_IF_ERROR(r.Read(&n, 8, "weight size"));
+    if (n > r.left())
+      return DataLossError("cuda plan blob: weight {} claims {} bytes, {} left", id, n, r.left());
+    std::vector<uint8_t> w(n);
+    SURGE_RETURN_IF_ERROR(r.Read(w.data(), n, "weight bytes"));
+    b.weights[static_cast<int>(id)] = std::move(w);
+  }
+  SURGE_RETURN_IF_ERROR(ReadBlobTail(r, version, &b, true));
   return b;
 }
 

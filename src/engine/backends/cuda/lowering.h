@@ -9,6 +9,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -128,6 +129,17 @@ class TacticTable {
   std::map<std::string, Shape> shapes_;
 };
 
+// A Linear weight of an INT8/FP8 layer as the plan stores it: quantised bytes [N,K] row-major
+// and their scales, INT8 one per output channel, FP8 e4m3 one per tensor (QuantizeLinearWeight).
+struct QuantWeight {
+  QuantType type = QuantType::kInt8;
+  int64_t n = 0, k = 0;
+  std::vector<float> scales;
+  std::vector<uint8_t> bytes;
+};
+// Quantised weights by (value id, type): a weight two layers quantise alike is stored once.
+using QuantWeights = std::map<std::pair<int, QuantType>, QuantWeight>;
+
 struct Blob {
   DataType dtype = DataType::kF16;
   bool padding_free = true;
@@ -135,6 +147,10 @@ struct Blob {
   std::map<std::string, GemmAlgo> tactics;      // TacticKey -> algorithm
   std::set<int> weights_nk;                     // Linear weights stored transposed, [N,K]
   bool exact_gelu = true;                       // Program::exact_gelu the plan was built with
+  // Version 5 on: the INT8/FP8 layers' weights, quantised at build. Such a weight has no entry in
+  // `weights` unless a layer running FP16 reads it too; plans before version 5 held every weight
+  // there and in the graph as float32, and quantised at load.
+  QuantWeights quant_weights;
 };
 
 // W [K,N] -> [N,K] (float32).
@@ -143,7 +159,8 @@ Tensor TransposeWeight(const Tensor& w);
 std::string SerializeBlob(const Blob& blob);
 // DataLoss naming what is wrong on truncated or corrupt bytes.
 Result<Blob> ParseBlob(std::span<const uint8_t> bytes);
-// The value ids of the weights a blob holds (its weight bytes skipped, not copied).
+// The value ids of the weights a blob holds, converted or quantised (their bytes skipped, not
+// copied).
 Result<std::vector<int>> BlobWeightIds(std::span<const uint8_t> bytes);
 
 // Converts a float32/float16/bfloat16/float64 constant to the bytes the kernels read (float32 or

@@ -16,6 +16,7 @@
 #include "engine/backends/cuda/cuda_check.h"
 #include "engine/backends/cuda/gemm.h"
 #include "engine/backends/cuda/host_convert.h"
+#include "engine/backends/cuda/quant_kernels.h"
 
 namespace surge::engine::cuda {
 namespace {
@@ -221,7 +222,8 @@ BuilderConfig QuantBaseConfig(const BuilderConfig& config) {
 }
 
 Result<QuantLinears> QuantLinears::Analyze(const ir::Graph& g, const Program& p,
-                                           const BuilderConfig& config, bool quantise_weights) {
+                                           const BuilderConfig& config, bool quantise_weights,
+                                           const QuantWeights* stored) {
   QuantLinears out;
   if (!Quantised(config.precision)) return out;
   if (config.quant.empty()) {
@@ -273,13 +275,79 @@ Result<QuantLinears> QuantLinears::Analyze(const ir::Graph& g, const Program& p,
           "quantise",
           n.name);
     }
-    if (quantise_weights) {
+    const QuantWeight* q = nullptr;
+    if (stored != nullptr) {
+      auto it = stored->find({w, op.type});
+      if (it != stored->end()) q = &it->second;
+    }
+    if (q != nullptr) {
+      if (q->n != op.n || q->k != op.k ||
+          q->scales.size() != (op.type == QuantType::kInt8 ? static_cast<size_t>(op.n) : 1) ||
+          q->bytes.size() != static_cast<size_t>(op.n * op.k)) {
+        return DataLossError(
+            "cuda plan: the quantised weight of layer '{}' is {}x{} with {} scales; the layer "
+            "needs {}x{}",
+            n.name, q->n, q->k, q->scales.size(), op.n, op.k);
+      }
+      op.weight = q->bytes;
+      op.w_scales = q->scales;
+    } else if (quantise_weights) {
+      if (g.values[w].constant.empty()) {
+        return DataLossError(
+            "cuda plan: layer '{}' is {} but the plan holds neither its quantised weight nor "
+            "the float32 one; rebuild the plan",
+            n.name, PrecisionName(prec));
+      }
       QuantizeLinearWeight(g.values[w].constant, op.type, &op.weight, &op.w_scales);
     }
     out.ops_.emplace(i, std::move(op));
   }
   if (!FusionDisabled()) out.PlanFusion(g, p);
   return out;
+}
+
+QuantWeights QuantisedWeightsOf(const ir::Graph& g, const Program& p, const QuantLinears& q) {
+  QuantWeights out;
+  for (const auto& [i, op] : q.ops()) {
+    const int w = p.ops[i].inputs[1];
+    auto [it, fresh] = out.try_emplace({w, op.type});
+    if (!fresh) continue;
+    it->second.type = op.type;
+    it->second.n = op.n;
+    it->second.k = op.k;
+    QuantizeLinearWeight(g.values[w].constant, op.type, &it->second.bytes, &it->second.scales);
+  }
+  return out;
+}
+
+std::set<int> WeightsOutsideQuantisedGemms(const Program& p, const QuantLinears& q) {
+  std::set<int> read;
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    const LoweredOp& op = p.ops[i];
+    const bool quantised = op.kind == OpKind::kLinear && q.Find(i) != nullptr;
+    for (size_t j = 0; j < op.inputs.size(); ++j) {
+      const int v = op.inputs[j];
+      if (v < 0 || !p.weights.count(v) || (quantised && j == 1)) continue;
+      read.insert(v);
+    }
+  }
+  return read;
+}
+
+Tensor DequantizeLinearWeight(const QuantWeight& q, bool transpose) {
+  Tensor t(DType::kFloat32, transpose ? Shape{q.k, q.n} : Shape{q.n, q.k});
+  float* out = t.data_as<float>();
+  for (int64_t r = 0; r < q.n; ++r) {
+    const float step = q.type == QuantType::kInt8 ? q.scales[r] : q.scales[0];
+    for (int64_t c = 0; c < q.k; ++c) {
+      const uint8_t b = q.bytes[r * q.k + c];
+      const float v = (q.type == QuantType::kInt8 ? static_cast<float>(static_cast<int8_t>(b))
+                                                  : E4m3ToFloatHost(b)) *
+                      step;
+      out[transpose ? c * q.n + r : r * q.k + c] = v;
+    }
+  }
+  return t;
 }
 
 void QuantLinears::PlanFusion(const ir::Graph& g, const Program& p) {

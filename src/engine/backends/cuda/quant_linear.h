@@ -5,7 +5,8 @@
 //
 // Per call: the FP16 input is quantised at the layer's calibrated activation step
 // (quant_kernels.h), the GEMM runs in cuBLASLt (quant_gemm.h) and its epilogue writes FP16. Weights
-// are quantised on the host from the plan's FP32 constants when the engine loads, stored [N,K].
+// are quantised on the host when the plan is built and stored so, [N,K] with their scales
+// (Blob::quant_weights); plans before blob version 5 quantise their FP32 constants at load.
 //
 // Quantisation folds into the op before where it can (Analyze; SURGE_CUDA_QUANT_FUSION=0 turns it
 // off): a LayerNorm, SkipLayerNorm or Attention directly before a quantised Linear that reads its
@@ -156,9 +157,14 @@ class QuantLinears {
   // Errors: an int8/fp8 build without a quantisation spec, a layer marked int8/fp8 whose input
   // has no calibrated threshold or whose shape cuBLASLt's INT8/FP8 kernels cannot take, a layer
   // marked with a precision this backend does not run.
-  // `quantise_weights` false: the checks alone (the build; weights are quantised at load).
+  // Each layer's quantised weight comes from `stored` (the plan's, Blob::quant_weights) where it
+  // holds one of the layer's type and shape (another shape is DataLoss); otherwise, with
+  // `quantise_weights`, it is quantised from the graph's float32 constant (plans before blob
+  // version 5; DataLoss when the plan kept no float32 data either). `quantise_weights` false:
+  // the checks alone (the build quantises the weights itself, QuantisedWeightsOf).
   static Result<QuantLinears> Analyze(const ir::Graph& graph, const Program& program,
-                                      const BuilderConfig& config, bool quantise_weights = true);
+                                      const BuilderConfig& config, bool quantise_weights = true,
+                                      const QuantWeights* stored = nullptr);
 
   // Needs a GPU: chooses how each op's GEMM runs (ChooseQuantGemm), drops the ops cuBLASLt runs
   // in no form (they run FP16; FallbackReason says why), copies weights and scales to the device.
@@ -199,6 +205,16 @@ class QuantLinears {
   DeviceBuffer device_;
   size_t device_bytes_ = 0;
 };
+
+// The weights a plan stores quantised for the layers of `q`, quantised from the graph's float32
+// constants (a weight two layers read in one type, once).
+QuantWeights QuantisedWeightsOf(const ir::Graph& graph, const Program& program,
+                                const QuantLinears& q);
+// The constants of `program.weights` read in the device type or float32: by any op but as the
+// weight of a Linear that `q` runs quantised (its bias still is).
+std::set<int> WeightsOutsideQuantisedGemms(const Program& program, const QuantLinears& q);
+// W [N,K] quantised bytes back to floats (x scale), as [N,K] (`transpose` false) or [K,N].
+Tensor DequantizeLinearWeight(const QuantWeight& q, bool transpose);
 
 class QuantLinearRunner {
  public:

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -199,6 +200,48 @@ TEST(CudaBackend, BlobRoundTripAndCorruption) {
   EXPECT_FLOAT_EQ(back->tactics.begin()->second.time_us, 12.5f);
   EXPECT_EQ(back->weights_nk, (std::set<int>{3, 9}));
   EXPECT_FALSE(back->exact_gelu);
+  EXPECT_TRUE(back->quant_weights.empty());
+  // The same blob as version 4 wrote it (no quantised-weight section) still parses.
+  std::string v4 = s.substr(0, s.size() - 4);
+  const uint32_t four = 4;
+  std::memcpy(v4.data() + 8, &four, 4);
+  auto old = ParseBlob({reinterpret_cast<const uint8_t*>(v4.data()), v4.size()});
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->weights.at(3), (std::vector<uint8_t>{1, 2, 3, 4}));
+  // Quantised weights (version 5): bytes and scales back as written; their ids among the weights
+  // the blob holds.
+  QuantWeight q8{QuantType::kInt8, 2, 3, {0.5f, 0.25f}, {1, 2, 3, 4, 5, 6}};
+  QuantWeight q4{QuantType::kFp8E4M3, 1, 2, {2.f}, {7, 8}};
+  b.quant_weights[{5, QuantType::kInt8}] = q8;
+  b.quant_weights[{7, QuantType::kFp8E4M3}] = q4;
+  const std::string sq = SerializeBlob(b);
+  const auto qbytes =
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(sq.data()), sq.size());
+  auto qback = ParseBlob(qbytes);
+  ASSERT_TRUE(qback.ok()) << qback.status().ToString();
+  ASSERT_EQ(qback->quant_weights.size(), 2u);
+  const QuantWeight& r8 = qback->quant_weights.at({5, QuantType::kInt8});
+  EXPECT_EQ(r8.bytes, q8.bytes);
+  EXPECT_EQ(r8.scales, q8.scales);
+  EXPECT_EQ(r8.n, 2);
+  EXPECT_EQ(r8.k, 3);
+  EXPECT_EQ(qback->quant_weights.at({7, QuantType::kFp8E4M3}).bytes, q4.bytes);
+  auto ids = BlobWeightIds(qbytes);
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  EXPECT_EQ(*ids, (std::vector<int>{3, 5, 7}));
+  for (size_t cut : {sq.size() - 1, sq.size() - 3, sq.size() - 20}) {
+    auto r = ParseBlob(qbytes.first(cut));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  }
+  // An INT8 weight with one scale for two channels is refused.
+  b.quant_weights[{5, QuantType::kInt8}].scales = {1.f};
+  const std::string bad_scales = SerializeBlob(b);
+  auto refused =
+      ParseBlob({reinterpret_cast<const uint8_t*>(bad_scales.data()), bad_scales.size()});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("2x3 with 1 scales"), std::string::npos)
+      << refused.status().ToString();
   for (size_t cut : {size_t{0}, size_t{7}, size_t{20}, s.size() - 1}) {
     auto r = ParseBlob(bytes.first(cut));
     ASSERT_FALSE(r.ok());

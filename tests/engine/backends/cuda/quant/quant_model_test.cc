@@ -14,10 +14,14 @@
 
 #include "bert_base_graph.h"
 #include "engine/backends/cuda/cuda_backend.h"
+#include "engine/backends/cuda/lowering.h"
+#include "engine/backends/cuda/quant_linear.h"
 #include "engine/builder/builder.h"
+#include "engine/plan/plan_file.h"
 #include "engine/quant/calibrate.h"
 #include "engine/quant/calibrator.h"
 #include "engine/quant/quantize.h"
+#include "engine/runtime/graph_codec.h"
 
 namespace surge::engine::quant {
 namespace {
@@ -285,9 +289,9 @@ TEST(CudaQuantModel, Fp8GuardFallsBackThroughInt8BeforeFp16) {
 }
 
 // Build-time checks: no GPU needed.
-TEST(CudaQuantBuild, HandBuiltEncoderCalibratesAndBuildsWithUniqueLayerNames) {
-  // The benchmark's encoder graph is built by hand (not imported): its Linear nodes get unique
-  // names, so calibration, the quantisation spec and the plan agree on every layer.
+
+// Two layers of hidden 64: 9 Linears (2 x QKV, out, FFN1, FFN2, and the pooler).
+bench::BertShape SmallBert() {
   bench::BertShape small;
   small.hidden = 64;
   small.heads = 2;
@@ -295,6 +299,13 @@ TEST(CudaQuantBuild, HandBuiltEncoderCalibratesAndBuildsWithUniqueLayerNames) {
   small.vocab = 300;
   small.layers = 2;
   small.max_pos = 64;
+  return small;
+}
+
+TEST(CudaQuantBuild, HandBuiltEncoderCalibratesAndBuildsWithUniqueLayerNames) {
+  // The benchmark's encoder graph is built by hand (not imported): its Linear nodes get unique
+  // names, so calibration, the quantisation spec and the plan agree on every layer.
+  const bench::BertShape small = SmallBert();
   auto graph = bench::BertEncoderGraph(7, small);
   auto cache = Calibrate(*graph, Batches(1, 2, 2, 16, small.vocab, true), {}, "small");
   ASSERT_TRUE(cache.ok()) << cache.status().ToString();
@@ -309,6 +320,98 @@ TEST(CudaQuantBuild, HandBuiltEncoderCalibratesAndBuildsWithUniqueLayerNames) {
   EXPECT_TRUE(c.quant.layers.count("Linear_8"));
   auto bytes = builder::BuildPlanFromGraph(*graph, c);
   EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+}
+
+// A quantised plan stores its INT8/FP8 layers' weights quantised (bytes and scales, as the load
+// used to make them from float32) and nothing else of them: no float32 copy in the graph, no FP16
+// copy in the tactics; every other weight, a quantised layer's bias included, as in FP16.
+TEST(CudaQuantBuild, QuantisedPlansStoreQuantisedWeightsOnly) {
+  const bench::BertShape small = SmallBert();
+  auto graph = bench::BertEncoderGraph(11, small);
+  auto cache = Calibrate(*graph, Batches(1, 2, 2, 16, small.vocab, true), {}, "small");
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  auto plan_of = [&](const BuilderConfig& c) {
+    auto bytes = builder::BuildPlanFromGraph(*graph, c);
+    EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+    return bytes.ok() ? *bytes : std::string();
+  };
+  const std::string fp16 = plan_of(Config("cuda", Precision::kFp16, 4, 32));
+  ASSERT_FALSE(fp16.empty());
+  for (Precision p : {Precision::kInt8, Precision::kFp8}) {
+    SCOPED_TRACE(PrecisionName(p));
+    BuilderConfig c = Config("cuda", p, 4, 32);
+    QuantizeOptions o;
+    o.guard = false;
+    ASSERT_TRUE(Quantize(*graph, &*cache, o, &c, nullptr).ok());
+    c.quant.layers["Linear_8"].precision = Precision::kFp16;  // the pooler stays FP16
+    const std::string bytes = plan_of(c);
+    ASSERT_FALSE(bytes.empty());
+    // Weights of 8 of the 9 Linears at one byte instead of two.
+    EXPECT_LT(bytes.size(), fp16.size() * 3 / 4) << bytes.size() << " vs " << fp16.size();
+    auto plan =
+        plan::PlanFile::FromBytes({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    auto decoded = DecodeGraph(*(*plan)->Section(plan::kGraphSection),
+                               *(*plan)->Section(plan::kWeightsSection));
+    ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+    auto blob = cuda::ParseBlob(*(*plan)->Section(plan::kTacticsSection));
+    ASSERT_TRUE(blob.ok()) << blob.status().ToString();
+    auto program = cuda::AnalyzeGraph(*graph, cuda::QuantBaseConfig(c));
+    ASSERT_TRUE(program.ok());
+    auto layers = cuda::QuantLinears::Analyze(*graph, *program, c, false);
+    ASSERT_TRUE(layers.ok()) << layers.status().ToString();
+    ASSERT_EQ(layers->ops().size(), 8u);
+    EXPECT_EQ(blob->quant_weights.size(), 8u);
+    for (const auto& [i, op] : layers->ops()) {
+      SCOPED_TRACE(op.node);
+      const int w = program->ops[i].inputs[1], bias = program->ops[i].inputs[2];
+      auto q = blob->quant_weights.find({w, op.type});
+      ASSERT_NE(q, blob->quant_weights.end());
+      std::vector<uint8_t> expect;
+      std::vector<float> scales;
+      cuda::QuantizeLinearWeight(graph->values[w].constant, op.type, &expect, &scales);
+      EXPECT_EQ(q->second.bytes, expect);
+      EXPECT_EQ(q->second.scales, scales);
+      EXPECT_EQ(q->second.n, op.n);
+      EXPECT_EQ(q->second.k, op.k);
+      EXPECT_EQ(blob->weights.count(w), 0u) << "an FP16 copy of a quantised weight";
+      EXPECT_TRUE(decoded->values[w].is_constant());
+      EXPECT_TRUE(decoded->values[w].constant.empty()) << "a float32 copy of a quantised weight";
+      EXPECT_EQ(blob->weights.count(bias), 1u) << "the bias is read in FP16";
+      // Back to floats: within half a quantisation step of W (e4m3: of its 3-bit mantissa).
+      const Tensor back = cuda::DequantizeLinearWeight(q->second, true);
+      const float* orig = graph->values[w].constant.data_as<float>();
+      const float* got = back.data_as<float>();
+      for (int64_t e = 0; e < op.n * op.k; ++e) {
+        const float step = op.type == cuda::QuantType::kInt8
+                               ? scales[e % op.n] / 2
+                               : std::abs(orig[e]) / 16 + scales[0] / 512;
+        ASSERT_NEAR(got[e], orig[e], step * 1.0001f) << "element " << e;
+      }
+    }
+    for (size_t i = 0; i < program->ops.size(); ++i) {
+      if (program->ops[i].kind != cuda::OpKind::kLinear || layers->Find(i)) continue;
+      EXPECT_EQ(blob->weights.count(program->ops[i].inputs[1]), 1u) << "the FP16 pooler's weight";
+    }
+    // The load takes each layer's weight from the plan; the decoded graph has no float32 data
+    // to quantise instead.
+    auto loaded = cuda::QuantLinears::Analyze(*decoded, *program, c, true, &blob->quant_weights);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    for (const auto& [i, op] : loaded->ops()) {
+      EXPECT_EQ(op.weight, blob->quant_weights.at({program->ops[i].inputs[1], op.type}).bytes);
+    }
+    auto none = cuda::QuantLinears::Analyze(*decoded, *program, c, true);
+    ASSERT_FALSE(none.ok());
+    EXPECT_EQ(none.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(none.status().message().find("neither its quantised weight nor the float32 one"),
+              std::string::npos)
+        << none.status().ToString();
+    cuda::QuantWeights wrong = blob->quant_weights;
+    wrong.begin()->second.scales.push_back(1.f);
+    auto bad = cuda::QuantLinears::Analyze(*decoded, *program, c, true, &wrong);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss) << bad.status().ToString();
+  }
 }
 
 TEST(CudaQuantBuild, Int8WithoutCalibrationAndBadLayerMarks) {
