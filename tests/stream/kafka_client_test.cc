@@ -159,6 +159,36 @@ TEST(KafkaClientTest, BrokerDownMakesCommitTimeOutThenCommitsWhenBack) {
   EXPECT_EQ((*got)[0].offset, 9);
 }
 
+// A member that joined through the group, whose coordinator then went away with a commit
+// outstanding, still closes: rd_kafka_consumer_close waited for ever here, so a worker told to
+// stop could not; Close gives up after its timeout and drops the client.
+TEST(KafkaClientTest, CloseEndsWithTheCoordinatorGoneAndACommitOutstanding) {
+  auto mc = StartCluster(1);
+  ASSERT_NE(mc, nullptr);
+  ASSERT_TRUE(mc->CreateTopic("cg", 2).ok());
+  auto consumer = MakeConsumer(*mc, "cg-group");
+  ASSERT_NE(consumer, nullptr);
+  ASSERT_TRUE(consumer->Subscribe({"cg"}).ok());
+  for (int i = 0; i < 100; ++i) {
+    auto got = consumer->Poll(10, 100);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    auto assigned = consumer->Assignment();
+    if (assigned.ok() && !assigned->empty()) break;
+  }
+  auto assigned = consumer->Assignment();
+  ASSERT_TRUE(assigned.ok() && !assigned->empty()) << "no partitions assigned";
+  ASSERT_TRUE(mc->SetBrokerDown(1).ok());
+  Status s = consumer->Commit({{"cg", 0, 1}}, 1000);
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+  // rd_kafka_consumer_close never returned here; Close gives up after its timeout.
+  Status closed = consumer->Close(3000);
+  EXPECT_EQ(closed.code(), StatusCode::kDeadlineExceeded) << closed.ToString();
+  EXPECT_NE(closed.message().find("close did not finish in 3000 ms"), std::string::npos)
+      << closed.message();
+  Status after = consumer->Commit({{"cg", 0, 2}}, 1000);
+  EXPECT_FALSE(after.ok()) << "a closed consumer refuses commits";
+}
+
 // Two members share four partitions; when one leaves, the other gets all four. Each member
 // commits after every batch (as a stage does after its checkpoint), so the group reads every
 // record exactly once, and never a partition it does not own.

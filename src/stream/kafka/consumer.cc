@@ -14,6 +14,7 @@ struct KafkaConsumer::Impl : internal::ClientState {
   ConsumerOptions options;
   rd_kafka_t* rk = nullptr;
   bool closed = false;
+  bool close_abandoned = false;  // Close gave up waiting for the group
   bool handler_enabled = true;
   // Set by the rebalance callback during a Poll.
   bool rebalanced = false;
@@ -26,7 +27,11 @@ struct KafkaConsumer::Impl : internal::ClientState {
       handler_enabled = false;
       rd_kafka_consumer_close(rk);
     }
-    rd_kafka_destroy(rk);
+    if (close_abandoned) {
+      rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+    } else {
+      rd_kafka_destroy(rk);
+    }
   }
 
   void OnRebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts) {
@@ -375,14 +380,40 @@ Result<std::vector<TopicPartition>> KafkaConsumer::Assignment() const {
   return out;
 }
 
-Status KafkaConsumer::Close() {
+Status KafkaConsumer::Close(int timeout_ms) {
   SURGE_RETURN_IF_ERROR(impl_->Usable());
-  rd_kafka_resp_err_t err = rd_kafka_consumer_close(impl_->rk);
+  // rd_kafka_consumer_close waits for the group coordinator without a bound when it is gone with
+  // a commit outstanding; the close runs in the background instead, its callbacks (the revoke)
+  // served here, for timeout_ms at most.
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(impl_->rk);
+  rd_kafka_error_t* error = rd_kafka_consumer_close_queue(impl_->rk, queue);
+  Status status = Status::Ok();
+  if (error != nullptr) {
+    status = internal::KafkaStatus(rd_kafka_error_code(error),
+                                   fmt::format("kafka consumer (group {}): close: {}",
+                                               impl_->options.group, rd_kafka_error_string(error)));
+    rd_kafka_error_destroy(error);
+  } else {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (!rd_kafka_consumer_closed(impl_->rk)) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        // Destruction then drops the client without waiting for the group any longer.
+        impl_->close_abandoned = true;
+        status = MakeStatus(StatusCode::kDeadlineExceeded,
+                            "kafka consumer (group {}): close did not finish in {} ms (the group "
+                            "coordinator is unreachable); the member is dropped and the group "
+                            "notices when its session times out",
+                            impl_->options.group, timeout_ms);
+        break;
+      }
+      rd_kafka_queue_poll_callback(queue, 100);
+    }
+  }
+  rd_kafka_queue_destroy(queue);
   impl_->closed = true;
   Status handler = std::move(impl_->handler_error);
   impl_->handler_error = Status::Ok();
-  SURGE_RETURN_IF_ERROR(internal::KafkaStatus(
-      err, fmt::format("kafka consumer (group {}): close", impl_->options.group)));
+  SURGE_RETURN_IF_ERROR(status);
   return handler;
 }
 

@@ -80,8 +80,9 @@ class KafkaConsumer {
   Result<std::vector<TopicPartition>> Assignment() const;
 
   // Leaves the group cleanly: on_rebalance(kRevoked) runs first so the stage can checkpoint.
-  // Afterwards only destruction is valid.
-  Status Close();
+  // Afterwards only destruction is valid. kDeadlineExceeded when the group did not answer within
+  // `timeout_ms` (coordinator unreachable): the client is then dropped as Abandon does.
+  Status Close(int timeout_ms = 30000);
   // Drops the client without leaving the group or committing — what a crash (SIGKILL) does; the
   // group notices when the member's session times out. For tests of crash recovery.
   void Abandon();

@@ -147,7 +147,7 @@ Status RunPartitioned(const WorkerOptions& o, std::string_view stage, uint32_t s
     return result.WithContext(fmt::format("{} worker", stage));
   }
   // A clean stop: Close() revokes everything, which checkpoints and commits it.
-  SURGE_RETURN_IF_ERROR(consumer->Close());
+  SURGE_RETURN_IF_ERROR(consumer->Close(o.kafka_timeout_ms));
   SURGE_LOG_INFO("{} worker {}: stopped ({} checkpoints written, {} commit failures)", stage,
                  po.worker_id, checkpointer.counters().checkpoints,
                  checkpointer.counters().commit_failures);
@@ -342,7 +342,7 @@ Status RunAnnotateWorker(const WorkerOptions& o, const AnnotateOptions& annotate
           committed.message());
     }
   }
-  SURGE_RETURN_IF_ERROR(consumer->Close());
+  SURGE_RETURN_IF_ERROR(consumer->Close(o.kafka_timeout_ms));
   return producer->Flush(o.kafka_timeout_ms);
 }
 
