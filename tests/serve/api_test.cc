@@ -160,10 +160,13 @@ TEST(Metrics, TritonNamesLabelsAndHistograms) {
 TEST(Stats, SnapshotsCountEveryPhaseOfARequestTogether) {
   ModelStats s;
   constexpr int kWriters = 4, kEach = 20000;
-  std::atomic<bool> done{false};
+  std::atomic<bool> done{false}, reading{false};
   std::vector<std::thread> writers;
   for (int w = 0; w < kWriters; ++w) {
-    writers.emplace_back([&s] {
+    writers.emplace_back([&s, &reading] {
+      // The writers start once the reader runs (on a busy machine it could otherwise be scheduled
+      // only after they all finished, and check nothing).
+      while (!reading.load()) std::this_thread::yield();
       for (int i = 0; i < kEach; ++i) {
         s.AddSuccess(5000, 1000, 100, 3000, 200, 2, 1);
         s.AddExecution(2, 100, 3000, 200);
@@ -181,6 +184,7 @@ TEST(Stats, SnapshotsCountEveryPhaseOfARequestTogether) {
               r.compute_infer.ns != 3000 * n;
       uint64_t batch_runs = r.batches.count(2) ? r.batches.at(2).count : 0;
       torn += batch_runs != r.execution_count;
+      reading = true;
     }
   });
   for (auto& t : writers) t.join();
