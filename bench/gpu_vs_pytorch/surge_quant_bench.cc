@@ -56,10 +56,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 Result<std::shared_ptr<const Engine>> Build(const ir::Graph& g, const BuilderConfig& c,
-                                            double* seconds) {
+                                            double* seconds, size_t* plan_bytes = nullptr) {
   auto t0 = Clock::now();
   SURGE_ASSIGN_OR_RETURN(std::string bytes, builder::BuildPlanFromGraph(g, c));
   *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (plan_bytes != nullptr) *plan_bytes = bytes.size();
   return Engine::LoadFromMemory({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
 }
 
@@ -251,7 +252,8 @@ int Main(int argc, char** argv) {
       continue;
     }
     double build_s = 0;
-    auto e = Build(*graph, c, &build_s);
+    size_t plan_bytes = 0;
+    auto e = Build(*graph, c, &build_s, &plan_bytes);
     if (!e.ok()) {
       fail(name, e.status().ToString());
       continue;
@@ -265,11 +267,13 @@ int Main(int argc, char** argv) {
         ++running;
       }
     }
-    std::printf("%s: built in %.1f s (%d of %d layers marked, %d run quantised)\n", name.c_str(),
-                build_s, report.quantised, report.layers, p == Precision::kFp16 ? 0 : running);
+    std::printf("%s: built in %.1f s, plan %.1f MiB (%d of %d layers marked, %d run quantised)\n",
+                name.c_str(), build_s, plan_bytes / 1048576.0, report.quantised, report.layers,
+                p == Precision::kFp16 ? 0 : running);
     out["layers"][name] = {{"quantisable", report.layers},
                            {"marked", report.quantised},
-                           {"run_quantised", p == Precision::kFp16 ? 0 : running}};
+                           {"run_quantised", p == Precision::kFp16 ? 0 : running},
+                           {"plan_mib", plan_bytes / 1048576.0}};
     if (guarded) {
       const double guard_s = std::chrono::duration<double>(Clock::now() - guard_start).count();
       std::map<Precision, int> at;
@@ -285,6 +289,7 @@ int Main(int argc, char** argv) {
           report.guard.budget.Describe(report.guard.all_quantised).c_str(),
           report.guard.budget.Describe(report.guard.final_agreement).c_str());
       out["guard"][name] = nlohmann::json::parse(report.guard.ToJson());
+      out["guard"][name]["seconds"] = guard_s;
     }
     engines[name] = *e;
   }
