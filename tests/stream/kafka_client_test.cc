@@ -162,24 +162,31 @@ TEST(KafkaClientTest, BrokerDownMakesCommitTimeOutThenCommitsWhenBack) {
 // A member that joined through the group, whose coordinator then went away with a commit
 // outstanding, still closes: rd_kafka_consumer_close waited for ever here, so a worker told to
 // stop could not; Close gives up after its timeout and drops the client.
+// A member of `group` on topic "cg" whose coordinator (the only broker) went down after it joined,
+// with a commit outstanding.
+std::unique_ptr<KafkaConsumer> MemberWithTheCoordinatorGone(MockCluster& mc,
+                                                            const std::string& group) {
+  EXPECT_TRUE(mc.CreateTopic("cg", 2).ok());
+  auto consumer = MakeConsumer(mc, group);
+  if (consumer == nullptr || !consumer->Subscribe({"cg"}).ok()) return nullptr;
+  auto has_partitions = [&] {
+    auto assigned = consumer->Assignment();
+    return assigned.ok() && !assigned->empty();
+  };
+  EXPECT_TRUE(PollUntil(
+      *consumer, [](Message&) {}, has_partitions))
+      << "no partitions assigned";
+  EXPECT_TRUE(mc.SetBrokerDown(1).ok());
+  Status s = consumer->Commit({{"cg", 0, 1}}, 1000);
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
+  return consumer;
+}
+
 TEST(KafkaClientTest, CloseEndsWithTheCoordinatorGoneAndACommitOutstanding) {
   auto mc = StartCluster(1);
   ASSERT_NE(mc, nullptr);
-  ASSERT_TRUE(mc->CreateTopic("cg", 2).ok());
-  auto consumer = MakeConsumer(*mc, "cg-group");
+  auto consumer = MemberWithTheCoordinatorGone(*mc, "cg-group");
   ASSERT_NE(consumer, nullptr);
-  ASSERT_TRUE(consumer->Subscribe({"cg"}).ok());
-  for (int i = 0; i < 100; ++i) {
-    auto got = consumer->Poll(10, 100);
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    auto assigned = consumer->Assignment();
-    if (assigned.ok() && !assigned->empty()) break;
-  }
-  auto assigned = consumer->Assignment();
-  ASSERT_TRUE(assigned.ok() && !assigned->empty()) << "no partitions assigned";
-  ASSERT_TRUE(mc->SetBrokerDown(1).ok());
-  Status s = consumer->Commit({{"cg", 0, 1}}, 1000);
-  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
   // rd_kafka_consumer_close never returned here; Close gives up after its timeout.
   Status closed = consumer->Close(3000);
   EXPECT_EQ(closed.code(), StatusCode::kDeadlineExceeded) << closed.ToString();
@@ -187,6 +194,18 @@ TEST(KafkaClientTest, CloseEndsWithTheCoordinatorGoneAndACommitOutstanding) {
       << closed.message();
   Status after = consumer->Commit({{"cg", 0, 2}}, 1000);
   EXPECT_FALSE(after.ok()) << "a closed consumer refuses commits";
+}
+
+// The same member destroyed without Close (a stage ending on an error) leaves as far as it can
+// within the destructor's bound and is dropped; before, destruction closed without a bound and
+// never returned (this test would hang).
+TEST(KafkaClientTest, DestructionEndsWithTheCoordinatorGoneAndACommitOutstanding) {
+  auto mc = StartCluster(1);
+  ASSERT_NE(mc, nullptr);
+  auto consumer = MemberWithTheCoordinatorGone(*mc, "cg-destroyed");
+  ASSERT_NE(consumer, nullptr);
+  consumer.reset();
+  EXPECT_EQ(consumer, nullptr);
 }
 
 // Two members share four partitions; when one leaves, the other gets all four. Each member

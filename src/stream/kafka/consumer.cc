@@ -25,13 +25,51 @@ struct KafkaConsumer::Impl : internal::ClientState {
     if (rk == nullptr) return;
     if (!closed) {
       handler_enabled = false;
-      rd_kafka_consumer_close(rk);
+      Status st = CloseWithin(kDestroyCloseMs);
+      if (!st.ok()) SURGE_LOG_WARN("{}", st.message());
     }
     if (close_abandoned) {
       rd_kafka_destroy_flags(rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
     } else {
       rd_kafka_destroy(rk);
     }
+  }
+
+  // How long destruction waits for the group when Close was not called.
+  static constexpr int kDestroyCloseMs = 30000;
+
+  // Leaves the group. rd_kafka_consumer_close waits for the coordinator without a bound when it
+  // is gone with a commit outstanding; the close runs in the background instead, its callbacks
+  // (the revoke) served here, for timeout_ms at most, after which the client is dropped on
+  // destruction (close_abandoned).
+  Status CloseWithin(int timeout_ms) {
+    rd_kafka_queue_t* queue = rd_kafka_queue_new(rk);
+    rd_kafka_error_t* error = rd_kafka_consumer_close_queue(rk, queue);
+    Status status = Status::Ok();
+    if (error != nullptr) {
+      status = internal::KafkaStatus(rd_kafka_error_code(error),
+                                     fmt::format("kafka consumer (group {}): close: {}",
+                                                 options.group, rd_kafka_error_string(error)));
+      rd_kafka_error_destroy(error);
+    } else {
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+      while (!rd_kafka_consumer_closed(rk)) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+          close_abandoned = true;
+          status = MakeStatus(StatusCode::kDeadlineExceeded,
+                              "kafka consumer (group {}): close did not finish in {} ms (the "
+                              "group coordinator is unreachable); the member is dropped and the "
+                              "group notices when its session times out",
+                              options.group, timeout_ms);
+          break;
+        }
+        rd_kafka_queue_poll_callback(queue, 100);
+      }
+    }
+    rd_kafka_queue_destroy(queue);
+    closed = true;
+    return status;
   }
 
   void OnRebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts) {
@@ -382,35 +420,7 @@ Result<std::vector<TopicPartition>> KafkaConsumer::Assignment() const {
 
 Status KafkaConsumer::Close(int timeout_ms) {
   SURGE_RETURN_IF_ERROR(impl_->Usable());
-  // rd_kafka_consumer_close waits for the group coordinator without a bound when it is gone with
-  // a commit outstanding; the close runs in the background instead, its callbacks (the revoke)
-  // served here, for timeout_ms at most.
-  rd_kafka_queue_t* queue = rd_kafka_queue_new(impl_->rk);
-  rd_kafka_error_t* error = rd_kafka_consumer_close_queue(impl_->rk, queue);
-  Status status = Status::Ok();
-  if (error != nullptr) {
-    status = internal::KafkaStatus(rd_kafka_error_code(error),
-                                   fmt::format("kafka consumer (group {}): close: {}",
-                                               impl_->options.group, rd_kafka_error_string(error)));
-    rd_kafka_error_destroy(error);
-  } else {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (!rd_kafka_consumer_closed(impl_->rk)) {
-      if (std::chrono::steady_clock::now() >= deadline) {
-        // Destruction then drops the client without waiting for the group any longer.
-        impl_->close_abandoned = true;
-        status = MakeStatus(StatusCode::kDeadlineExceeded,
-                            "kafka consumer (group {}): close did not finish in {} ms (the group "
-                            "coordinator is unreachable); the member is dropped and the group "
-                            "notices when its session times out",
-                            impl_->options.group, timeout_ms);
-        break;
-      }
-      rd_kafka_queue_poll_callback(queue, 100);
-    }
-  }
-  rd_kafka_queue_destroy(queue);
-  impl_->closed = true;
+  Status status = impl_->CloseWithin(timeout_ms);
   Status handler = std::move(impl_->handler_error);
   impl_->handler_error = Status::Ok();
   SURGE_RETURN_IF_ERROR(status);
