@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <set>
+#include <thread>
 
 #include "core/logging.h"
 #include "stream/kafka/client.h"
@@ -16,12 +17,18 @@ struct KafkaConsumer::Impl : internal::ClientState {
   bool closed = false;
   bool close_abandoned = false;  // Close gave up waiting for the group
   bool handler_enabled = true;
+  // The queue of a commit that got no answer in its time, and what it committed. librdkafka
+  // still sends it when the coordinator is back; the next commit waits for its answer first, so
+  // that the older offsets cannot land after the newer ones.
+  rd_kafka_queue_t* unanswered_commit = nullptr;
+  std::string unanswered_what;
   // Set by the rebalance callback during a Poll.
   bool rebalanced = false;
   std::set<TopicPartition> revoked;
   Status handler_error;
 
   ~Impl() override {
+    if (unanswered_commit != nullptr) rd_kafka_queue_destroy(unanswered_commit);
     if (rk == nullptr) return;
     if (!closed) {
       handler_enabled = false;
@@ -312,6 +319,92 @@ Result<std::vector<Message>> KafkaConsumer::Poll(size_t max_messages, int timeou
   return out;
 }
 
+namespace {
+
+// Commit errors that say the coordinator is moving, loading or out of reach, not that the
+// offsets are refused: the same commit is sent again until the caller's timeout.
+bool RetriableCommitError(rd_kafka_resp_err_t err) {
+  switch (err) {
+    case RD_KAFKA_RESP_ERR__WAIT_COORD:
+    case RD_KAFKA_RESP_ERR__TRANSPORT:
+    case RD_KAFKA_RESP_ERR__TIMED_OUT:
+    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_NOT_COORDINATOR:
+    case RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS:
+    case RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// One commit's outcome: no answer by the deadline, or the coordinator's error (the first failed
+// partition's, where the request as a whole succeeded).
+struct CommitAttempt {
+  bool answered = false;
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+  std::string failed;  // the failed partition, where one failed alone
+};
+
+// The commit's result event on its queue, or null when none came by the deadline.
+rd_kafka_event_t* AwaitCommitResult(rd_kafka_queue_t* queue,
+                                    std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now())
+                          .count();
+    if (left <= 0) return nullptr;
+    rd_kafka_event_t* ev =
+        rd_kafka_queue_poll(queue, static_cast<int>(std::min<int64_t>(left, 100)));
+    if (ev == nullptr) continue;
+    if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_OFFSET_COMMIT) return ev;
+    rd_kafka_event_destroy(ev);  // not ours (the queue carries only this commit's result)
+  }
+}
+
+// Sends one commit and waits for its answer until the deadline. rd_kafka_commit's synchronous
+// form waits without a bound: with the brokers gone it never returns, and a stage told to stop
+// could not. Without an answer, the commit's queue is handed to *unanswered (librdkafka may
+// still send it).
+CommitAttempt CommitOnce(rd_kafka_t* rk, const rd_kafka_topic_partition_list_t* list,
+                         std::chrono::steady_clock::time_point deadline,
+                         rd_kafka_queue_t** unanswered) {
+  CommitAttempt out;
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(rk);
+  out.err = rd_kafka_commit_queue(rk, list, queue, nullptr, nullptr);
+  if (out.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    out.answered = true;
+    rd_kafka_queue_destroy(queue);
+    return out;
+  }
+  rd_kafka_event_t* ev = AwaitCommitResult(queue, deadline);
+  if (ev == nullptr) {
+    *unanswered = queue;
+    return out;
+  }
+  out.answered = true;
+  out.err = rd_kafka_event_error(ev);
+  if (out.err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    // Each partition's own result.
+    if (const rd_kafka_topic_partition_list_t* done = rd_kafka_event_topic_partition_list(ev)) {
+      for (int i = 0; i < done->cnt; ++i) {
+        if (done->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+          out.err = done->elems[i].err;
+          out.failed = ToString(TopicPartitionOffset{done->elems[i].topic, done->elems[i].partition,
+                                                     done->elems[i].offset});
+          break;
+        }
+      }
+    }
+  }
+  rd_kafka_event_destroy(ev);
+  rd_kafka_queue_destroy(queue);
+  return out;
+}
+
+}  // namespace
+
 Status KafkaConsumer::Commit(const std::vector<TopicPartitionOffset>& offsets, int timeout_ms) {
   SURGE_RETURN_IF_ERROR(impl_->Usable());
   if (offsets.empty()) return Status::Ok();
@@ -322,58 +415,70 @@ Status KafkaConsumer::Commit(const std::vector<TopicPartitionOffset>& offsets, i
     }
   }
   internal::PartitionListPtr list = internal::ToList(offsets);
-  std::string what = fmt::format("kafka consumer (group {}): commit of {} offset(s) (first {})",
-                                 impl_->options.group, offsets.size(), ToString(offsets[0]));
-  // rd_kafka_commit's synchronous form waits for the coordinator's answer without a bound: with
-  // the brokers gone it never returns, and a stage told to stop could not. The commit goes to a
-  // queue of its own and its result is awaited for timeout_ms at most.
-  rd_kafka_queue_t* queue = rd_kafka_queue_new(impl_->rk);
-  rd_kafka_resp_err_t err = rd_kafka_commit_queue(impl_->rk, list.get(), queue, nullptr, nullptr);
-  rd_kafka_event_t* ev = nullptr;
-  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (ev == nullptr) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            deadline - std::chrono::steady_clock::now())
-                            .count();
-      if (left <= 0) break;
-      ev = rd_kafka_queue_poll(queue, static_cast<int>(std::min<int64_t>(left, 100)));
-      if (ev != nullptr && rd_kafka_event_type(ev) != RD_KAFKA_EVENT_OFFSET_COMMIT) {
-        rd_kafka_event_destroy(ev);  // not ours (the queue carries only this commit's result)
-        ev = nullptr;
-      }
+  const std::string what =
+      fmt::format("kafka consumer (group {}): commit of {} offset(s) (first {})",
+                  impl_->options.group, offsets.size(), ToString(offsets[0]));
+  // A coordinator that is moving or just came back answers the first commits with a transient
+  // error (waiting for the coordinator, not the coordinator, loading); the commit is sent again,
+  // as a Java consumer's commitSync does, until it lands, is refused, or the time is up.
+  constexpr auto kRetryBackoff = std::chrono::milliseconds(100);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  if (impl_->unanswered_commit != nullptr) {
+    // An earlier commit got no answer in its time and may still land: these offsets are sent
+    // only once it is answered, or it could land after them and take the group back.
+    rd_kafka_event_t* ev = AwaitCommitResult(impl_->unanswered_commit, deadline);
+    if (ev == nullptr) {
+      return MakeStatus(StatusCode::kDeadlineExceeded,
+                        "{}: not sent in {} ms: the earlier {} is still unanswered by the group "
+                        "coordinator, and commits go in order (the next commit or checkpoint "
+                        "supersedes these offsets)",
+                        what, timeout_ms, impl_->unanswered_what);
     }
-  }
-  Status status = Status::Ok();
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    status = internal::KafkaStatus(err, what);
-  } else if (ev == nullptr) {
-    status = MakeStatus(StatusCode::kDeadlineExceeded,
-                        "{}: no answer from the group coordinator in {} ms (the offsets may or "
-                        "may not be committed; the next commit or checkpoint supersedes them)",
-                        what, timeout_ms);
-  } else {
-    err = rd_kafka_event_error(ev);
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-      // Each partition's own result.
-      if (const rd_kafka_topic_partition_list_t* done = rd_kafka_event_topic_partition_list(ev)) {
-        for (int i = 0; i < done->cnt; ++i) {
-          if (done->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            err = done->elems[i].err;
-            what = fmt::format(
-                "kafka consumer (group {}): commit of {}", impl_->options.group,
-                ToString(TopicPartitionOffset{done->elems[i].topic, done->elems[i].partition,
-                                              done->elems[i].offset}));
-            break;
-          }
-        }
-      }
+    if (rd_kafka_resp_err_t err = rd_kafka_event_error(ev); err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      SURGE_LOG_INFO(
+          "kafka consumer (group {}): the earlier {} was answered late: {} ({}); committing the "
+          "newer offsets",
+          impl_->options.group, impl_->unanswered_what, rd_kafka_err2str(err),
+          rd_kafka_err2name(err));
     }
-    status = internal::KafkaStatus(err, what);
+    rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(impl_->unanswered_commit);
+    impl_->unanswered_commit = nullptr;
+    impl_->unanswered_what.clear();
   }
-  if (ev != nullptr) rd_kafka_event_destroy(ev);
-  rd_kafka_queue_destroy(queue);
-  return status;
+  int attempts = 0;
+  rd_kafka_resp_err_t transient = RD_KAFKA_RESP_ERR_NO_ERROR;  // the last retried error
+  for (;;) {
+    ++attempts;
+    CommitAttempt a = CommitOnce(impl_->rk, list.get(), deadline, &impl_->unanswered_commit);
+    if (!a.answered) {
+      impl_->unanswered_what = what.substr(what.find("commit of"));
+      return MakeStatus(
+          StatusCode::kDeadlineExceeded,
+          "{}: no answer from the group coordinator in {} ms{} (the offsets may or "
+          "may not be committed; the next commit or checkpoint supersedes them)",
+          what, timeout_ms,
+          transient == RD_KAFKA_RESP_ERR_NO_ERROR
+              ? std::string()
+              : fmt::format(" after {} attempt(s), the earlier answered {} ({})", attempts,
+                            rd_kafka_err2str(transient), rd_kafka_err2name(transient)));
+    }
+    if (a.err == RD_KAFKA_RESP_ERR_NO_ERROR) return Status::Ok();
+    const std::string context = a.failed.empty()
+                                    ? what
+                                    : fmt::format("kafka consumer (group {}): commit of {}",
+                                                  impl_->options.group, a.failed);
+    if (!RetriableCommitError(a.err)) return internal::KafkaStatus(a.err, context);
+    if (std::chrono::steady_clock::now() + kRetryBackoff >= deadline) {
+      return MakeStatus(StatusCode::kDeadlineExceeded,
+                        "{}: not committed in {} ms, {} attempt(s), the last answered {} ({}) "
+                        "(the next commit or checkpoint supersedes them)",
+                        context, timeout_ms, attempts, rd_kafka_err2str(a.err),
+                        rd_kafka_err2name(a.err));
+    }
+    transient = a.err;
+    std::this_thread::sleep_for(kRetryBackoff);
+  }
 }
 
 Result<std::vector<TopicPartitionOffset>> KafkaConsumer::Committed(

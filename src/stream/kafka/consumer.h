@@ -67,10 +67,11 @@ class KafkaConsumer {
   Result<std::vector<Message>> Poll(size_t max_messages, int timeout_ms);
 
   // Commits these next-offsets for the group and waits up to `timeout_ms` for the coordinator's
-  // answer. kFailedPrecondition when the group rebalanced meanwhile (the partition's new owner
-  // resumes from its checkpoint, so nothing is lost; the caller may carry on);
-  // kDeadlineExceeded when no answer came in time (brokers unreachable: the commit may still land
-  // later, and the next one supersedes it).
+  // answer; transient coordinator errors (moving, loading, just back, out of reach) are retried
+  // within that time. kFailedPrecondition when the group rebalanced meanwhile (the partition's
+  // new owner resumes from its checkpoint, so nothing is lost; the caller may carry on);
+  // kDeadlineExceeded when the commit did not land in time (brokers unreachable: it may still
+  // land later, and the next one supersedes it).
   Status Commit(const std::vector<TopicPartitionOffset>& offsets, int timeout_ms = 30000);
   // The group's committed next-offsets (kOffsetCommitted where none is committed).
   Result<std::vector<TopicPartitionOffset>> Committed(const std::vector<TopicPartition>& partitions,
