@@ -27,10 +27,16 @@
 // A precision that fails to build or run is reported (stderr and the JSON's "errors") and the
 // others still run; the exit code is then 1.
 //
+// SURGE_BENCH_PROFILE=PLAN:SHAPE[,...] (e.g. fp8:128x128,fp16:128x128): one call of each plan
+// named at that shape, after their timing, inside a profiler range each, for
+// `ncu --profile-from-start off` (each kernel's device metrics without the other plans' builds
+// and tuning).
+//
 //   surge_quant_bench [--model DIR] [--shapes 128x128,32x128] [--reps 50] [--json FILE]
 //                     [--guard-min-cosine 0.999] [--guard-fallback int8,fp16]
 //                     [--guard-holdout 8] [--guard-confidence 0.95] [--check-sequences 16]
 #include <cublasLt.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -370,6 +376,17 @@ int Main(int argc, char** argv) {
     for (auto& [name, v] : ms) {
       std::sort(v.begin(), v.end());
       median[name] = v[v.size() / 2];
+    }
+    if (const char* prof = std::getenv("SURGE_BENCH_PROFILE")) {
+      const std::string listed = fmt::format(",{},", prof);
+      for (const auto& [name, ctx] : ctxs) {
+        if (listed.find("," + name + ":" + shape + ",") != std::string::npos) {
+          cudaProfilerStart();
+          Status ran = ctx->Run(in).status();
+          cudaProfilerStop();
+          if (!ran.ok()) fail(name + " " + shape + " (profiled)", ran.ToString());
+        }
+      }
     }
     ctxs.clear();
     auto ms_of = [&](const char* name) {

@@ -150,7 +150,9 @@ ir::Graph RunAttention(const AttentionSpec& spec, int expected) {
   auto ra = RunGraph(before, feeds), rb = RunGraph(g, feeds);
   EXPECT_EQ(ra.size(), 1u);
   EXPECT_EQ(rb.size(), 1u);
-  if (ra.size() == 1 && rb.size() == 1) EXPECT_LE(MaxRelDiff(rb[0], ra[0]), 1e-5);
+  if (ra.size() == 1 && rb.size() == 1) {
+    EXPECT_LE(MaxRelDiff(rb[0], ra[0]), 1e-5);
+  }
   return g;
 }
 
