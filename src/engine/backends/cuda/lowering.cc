@@ -575,7 +575,7 @@ Status ReadBlobHeader(Reader& r, Blob* b, uint32_t* weight_count, uint32_t* vers
   return r.Read(weight_count, 4, "weight count");
 }
 
-// One quantised weight's header (value id, type, shape, scales) and, with `bytes` non-null, its
+// One quantised weight's header (value id, type, shape, scales) and, with `bytes` true, its
 // bytes (else skipped).
 Status ReadQuantWeight(Reader& r, int* id, QuantWeight* q, bool bytes) {
   uint32_t v = 0, type = 0;
