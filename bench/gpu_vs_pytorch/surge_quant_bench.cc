@@ -30,7 +30,7 @@
 // SURGE_BENCH_PROFILE=PLAN:SHAPE[,...] (e.g. fp8:128x128,fp16:128x128): one call of each plan
 // named at that shape, after their timing, inside a profiler range each, for
 // `ncu --profile-from-start off` (each kernel's device metrics without the other plans' builds
-// and tuning).
+// and tuning). An entry that names no plan and shape of the run is reported as an error.
 //
 //   surge_quant_bench [--model DIR] [--shapes 128x128,32x128] [--reps 50] [--json FILE]
 //                     [--guard-min-cosine 0.999] [--guard-fallback int8,fp16]
@@ -48,6 +48,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "bert_base_graph.h"
 #include "engine/backends/cuda/cuda_backend.h"
@@ -225,6 +226,7 @@ int Main(int argc, char** argv) {
     ++failures;
   };
   std::map<std::string, std::shared_ptr<const Engine>> engines;
+  std::set<std::string> profiled;  // PLAN:SHAPE entries of SURGE_BENCH_PROFILE that ran
   struct Plan {
     Precision precision;
     bool guarded;
@@ -381,6 +383,7 @@ int Main(int argc, char** argv) {
       const std::string listed = fmt::format(",{},", prof);
       for (const auto& [name, ctx] : ctxs) {
         if (listed.find("," + name + ":" + shape + ",") != std::string::npos) {
+          profiled.insert(name + ":" + shape);
           cudaProfilerStart();
           Status ran = ctx->Run(in).status();
           cudaProfilerStop();
@@ -424,6 +427,23 @@ int Main(int argc, char** argv) {
       }
       unsetenv("SURGE_CUDA_OP_TIMES");
       unsetenv("SURGE_CUDA_GRAPHS");
+    }
+  }
+  // A SURGE_BENCH_PROFILE entry that named no plan and shape of this run profiled nothing.
+  if (const char* prof = std::getenv("SURGE_BENCH_PROFILE")) {
+    const std::string list = prof;
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      const std::string entry = list.substr(at, comma - at);
+      if (!entry.empty() && !profiled.count(entry)) {
+        std::string plans;
+        for (const auto& [name, e] : engines) plans += (plans.empty() ? "" : ",") + name;
+        fail("SURGE_BENCH_PROFILE",
+             fmt::format("'{}' is no PLAN:SHAPE of this run (plans that ran: {}; shapes: {}), so "
+                         "nothing was profiled for it",
+                         entry, plans, shapes_arg));
+      }
+      at = comma + 1;
     }
   }
   std::printf("\ntargets: fp8 >= 1.6x and int8 >= 1.4x fp16 at 128x128; cosine to fp32 >= 0.999\n");

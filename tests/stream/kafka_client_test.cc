@@ -170,9 +170,6 @@ TEST(KafkaClientTest, BrokerDownMakesCommitTimeOutThenCommitsWhenBack) {
   EXPECT_EQ((*got)[0].offset, 9);
 }
 
-// A member that joined through the group, whose coordinator then went away with a commit
-// outstanding, still closes: rd_kafka_consumer_close waited for ever here, so a worker told to
-// stop could not; Close gives up after its timeout and drops the client.
 // A member of `group` on topic "cg" whose coordinator (the only broker) went down after it joined,
 // with a commit outstanding.
 std::unique_ptr<KafkaConsumer> MemberWithTheCoordinatorGone(MockCluster& mc,
@@ -193,6 +190,9 @@ std::unique_ptr<KafkaConsumer> MemberWithTheCoordinatorGone(MockCluster& mc,
   return consumer;
 }
 
+// A member that joined through the group, whose coordinator then went away with a commit
+// outstanding, still closes: rd_kafka_consumer_close waited for ever here, so a worker told to
+// stop could not; Close gives up after its timeout and drops the client.
 TEST(KafkaClientTest, CloseEndsWithTheCoordinatorGoneAndACommitOutstanding) {
   auto mc = StartCluster(1);
   ASSERT_NE(mc, nullptr);

@@ -415,9 +415,10 @@ Status KafkaConsumer::Commit(const std::vector<TopicPartitionOffset>& offsets, i
     }
   }
   internal::PartitionListPtr list = internal::ToList(offsets);
+  const std::string committing =
+      fmt::format("commit of {} offset(s) (first {})", offsets.size(), ToString(offsets[0]));
   const std::string what =
-      fmt::format("kafka consumer (group {}): commit of {} offset(s) (first {})",
-                  impl_->options.group, offsets.size(), ToString(offsets[0]));
+      fmt::format("kafka consumer (group {}): {}", impl_->options.group, committing);
   // A coordinator that is moving or just came back answers the first commits with a transient
   // error (waiting for the coordinator, not the coordinator, loading); the commit is sent again,
   // as a Java consumer's commitSync does, until it lands, is refused, or the time is up.
@@ -452,7 +453,7 @@ Status KafkaConsumer::Commit(const std::vector<TopicPartitionOffset>& offsets, i
     ++attempts;
     CommitAttempt a = CommitOnce(impl_->rk, list.get(), deadline, &impl_->unanswered_commit);
     if (!a.answered) {
-      impl_->unanswered_what = what.substr(what.find("commit of"));
+      impl_->unanswered_what = committing;
       return MakeStatus(
           StatusCode::kDeadlineExceeded,
           "{}: no answer from the group coordinator in {} ms{} (the offsets may or "
