@@ -13,6 +13,27 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kNTiles = kBlockN / 8;    // 8-key column tiles of S per warp
 constexpr float kMaskedScore = -1e30f;  // padding key: loses to any real key, ties with padding
 
+// 2^x in one MUFU.EX2 (exp2f adds a range check and two conditional multiplies for denormal
+// results); results below 2^-126 flush to zero, which a softmax weight can lose.
+__device__ __forceinline__ float Exp2Ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The B operand of m16n8k16 with every element 1: P·1 gives each row's sum of the rounded weights
+// in every accumulator column, summed by the tensor cores instead of 32 adds per lane and tile.
+template <typename T>
+__device__ __forceinline__ uint32_t OnesPair();
+template <>
+__device__ __forceinline__ uint32_t OnesPair<__half>() {
+  return 0x3C003C00u;
+}
+template <>
+__device__ __forceinline__ uint32_t OnesPair<__nv_bfloat16>() {
+  return 0x3F803F80u;
+}
+
 // Shared memory: the Q tile and two K and two V tiles (double-buffered), rows padded by 16 bytes
 // so that the 8 row addresses of every ldmatrix fall in distinct banks.
 template <int D>
@@ -48,7 +69,12 @@ __device__ __forceinline__ void LoadTileAsync(uint32_t dst, const void* src_base
 // Warp w owns queries q0 + 16w .. +15; in the m16n8 accumulator layout lane l holds rows
 // g = l/4 and g+8 and columns 2(l%4), +1 of every 8-column tile.
 // Head dims up to 64 fit four blocks per multiprocessor (128 registers a thread); 128 takes two.
-template <typename T, int D>
+// Softmax arithmetic per score: the running maximum is kept on raw scores and each weight is
+// exp2(s·c − m·c), c = scale·log2 e (coef below), one FFMA and one MUFU.EX2. kPrescaled (a padding
+// mask, or a scale ≤ 0, where the maximum of raw scores is not the maximum of scaled ones) scales
+// the scores first, so that a row of masked keys only (each −1e30) still gets exp2(0) = 1 for every
+// key.
+template <typename T, int D, bool kPrescaled>
 __global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKernel(AttentionArgs a) {
   WaitForPriorGrids();
   AllowDependentLaunch();
@@ -96,9 +122,13 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKerne
   float o[D / 8][4];
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  // exp(x) as exp2(x * log2 e): the scale folds into one multiply.
+  // Row sums of the weights (rows g and g+8 in elements 0 and 2), accumulated by P·1.
+  float l[4] = {0.f, 0.f, 0.f, 0.f};
+  float m[2] = {-INFINITY, -INFINITY};  // running maxima, in the domain of s
+  // exp(x) as exp2(x * log2 e): the scale folds into the exponent's multiply.
   const float scale_log2 = a.scale * 1.4426950408889634f;
+  const float coef = kPrescaled ? 1.f : scale_log2;  // exp2 argument = s·coef − m·coef
+  const uint32_t ones = OnesPair<T>();
 
   for (int j = 0; j < n_tiles; ++j) {
     if (j + 1 < n_tiles) {
@@ -133,19 +163,19 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKerne
         }
       }
 
-      // Scale; keys past the sequence get -inf, padding keys (padded form) the masked score.
+      // Keys past the sequence get -inf; kPrescaled: scaled, padding keys the masked score.
       const bool edge = k0 + kBlockN > len;
       float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
       for (int n = 0; n < kNTiles; ++n) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          float v = s[n][e] * scale_log2;
-          if (edge || kmask) {
+          float v = kPrescaled ? s[n][e] * scale_log2 : s[n][e];
+          if (edge || (kPrescaled && kmask)) {
             const int key = k0 + n * 8 + 2 * t + (e & 1);
             if (key >= len) {
               v = -INFINITY;
-            } else if (kmask && kmask[key] == 0) {
+            } else if (kPrescaled && kmask && kmask[key] == 0) {
               v = kMaskedScore;
             }
           }
@@ -154,40 +184,46 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKerne
         }
       }
       // Online softmax per row (lanes 4g..4g+3 share rows g and g+8). Every tile holds key k0 <
-      // len, so the new maximum is finite.
-      float corr[2];
+      // len, so the new maximum is finite; the first tile's correction is exp2(-inf) = 0.
+      float corr[2], mc[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
         tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
         const float m_new = fmaxf(m[r], tile_max[r]);
-        corr[r] = exp2f(m[r] - m_new);
+        mc[r] = m_new * coef;
+        corr[r] = Exp2Ftz(fmaf(m[r], coef, -mc[r]));
         m[r] = m_new;
-        l[r] *= corr[r];
       }
-      // P = exp2(S - m), rounded to T in the A-operand layout of P·V: the two 8-key tiles 2kk and
-      // 2kk+1 form the 16-key k-step kk. The row sums add the rounded weights P·V uses.
+      // P = exp2(s·coef − m·coef), rounded to T in the A-operand layout of P·V: the two 8-key tiles
+      // 2kk and 2kk+1 form the 16-key k-step kk.
       uint32_t pf[kBlockN / 16][4];
 #pragma unroll
       for (int n = 0; n < kNTiles; ++n) {
-        const float p0 = exp2f(s[n][0] - m[0]), p1 = exp2f(s[n][1] - m[0]);
-        const float p2 = exp2f(s[n][2] - m[1]), p3 = exp2f(s[n][3] - m[1]);
-        const uint32_t lo = PackPair<T>(p0, p1), hi = PackPair<T>(p2, p3);
-        l[0] += PairSum<T>(lo);
-        l[1] += PairSum<T>(hi);
-        pf[n >> 1][(n & 1) * 2] = lo;
-        pf[n >> 1][(n & 1) * 2 + 1] = hi;
+        const float p0 = Exp2Ftz(fmaf(s[n][0], coef, -mc[0]));
+        const float p1 = Exp2Ftz(fmaf(s[n][1], coef, -mc[0]));
+        const float p2 = Exp2Ftz(fmaf(s[n][2], coef, -mc[1]));
+        const float p3 = Exp2Ftz(fmaf(s[n][3], coef, -mc[1]));
+        pf[n >> 1][(n & 1) * 2] = PackPair<T>(p0, p1);
+        pf[n >> 1][(n & 1) * 2 + 1] = PackPair<T>(p2, p3);
       }
+      if (j > 0) {  // o and l are still zero after the first tile's (zero) correction
 #pragma unroll
-      for (int i = 0; i < D / 8; ++i) {
-        o[i][0] *= corr[0];
-        o[i][1] *= corr[0];
-        o[i][2] *= corr[1];
-        o[i][3] *= corr[1];
+        for (int i = 0; i < D / 8; ++i) {
+          o[i][0] *= corr[0];
+          o[i][1] *= corr[0];
+          o[i][2] *= corr[1];
+          o[i][3] *= corr[1];
+        }
+        l[0] *= corr[0];
+        l[1] *= corr[0];
+        l[2] *= corr[1];
+        l[3] *= corr[1];
       }
       // O += P·V.
 #pragma unroll
       for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        Mma16816<T>(l, pf[kk], ones, ones);
 #pragma unroll
         for (int dp = 0; dp < D / 16; ++dp) {
           uint32_t vb[4];
@@ -210,20 +246,16 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKerne
 
   // Normalise, stage this warp's 16 rows in its own (consumed) Q rows, then 16-byte stores.
   if (!active) return;  // no barrier follows
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    l[r] = 1.f / l[r];
-  }
+  // Every lane holds its rows' whole sums (P·1 sums over the k-step's keys across lanes).
+  const float inv[2] = {1.f / l[0], 1.f / l[2]};
   T* stage = reinterpret_cast<T*>(smem + S::kQ) + warp * 16 * S::kLd;
 #pragma unroll
   for (int i = 0; i < D / 8; ++i) {
     const int c = i * 8 + 2 * t;
     *reinterpret_cast<uint32_t*>(stage + g * S::kLd + c) =
-        PackPair<T>(o[i][0] * l[0], o[i][1] * l[0]);
+        PackPair<T>(o[i][0] * inv[0], o[i][1] * inv[0]);
     *reinterpret_cast<uint32_t*>(stage + (g + 8) * S::kLd + c) =
-        PackPair<T>(o[i][2] * l[1], o[i][3] * l[1]);
+        PackPair<T>(o[i][2] * inv[1], o[i][3] * inv[1]);
   }
   __syncwarp();
   constexpr int kChunks = D / 8;
@@ -246,15 +278,23 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKerne
   }
 }
 
-template <typename T, int D>
+template <typename T, int D, bool kPrescaled>
 cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
   constexpr size_t kBytes = Smem<D>::kBytes;
   // Once per instantiation (and so never inside a CUDA-graph capture after the first eager run).
   static const cudaError_t attr = cudaFuncSetAttribute(
-      FlashAttentionKernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
+      FlashAttentionKernel<T, D, kPrescaled>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
   if (attr != cudaSuccess) return attr;
   const dim3 grid((a.seq + kBlockM - 1) / kBlockM, a.num_heads, a.batch);
-  return LaunchKernel(FlashAttentionKernel<T, D>, grid, dim3(kThreads), kBytes, stream, a);
+  return LaunchKernel(FlashAttentionKernel<T, D, kPrescaled>, grid, dim3(kThreads), kBytes, stream,
+                      a);
+}
+
+template <typename T, int D>
+cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
+  const bool masked = !a.cu_seqlens && a.key_mask;
+  if (masked || !(a.scale > 0.f)) return Launch<T, D, true>(a, stream);
+  return Launch<T, D, false>(a, stream);
 }
 
 template <typename T>

@@ -1,8 +1,10 @@
 // Fused multi-head self-attention, flash-attention style: one pass over the keys per 64-query tile
-// with an online softmax in registers (running max and sum in float32), Q·Kᵀ and P·V on tensor
-// cores (mma.sync m16n8k16, FP16/BF16 operands, float32 accumulators in registers; Q held in
-// registers, K/V tiles double-buffered in shared memory through cp.async). Scores and
-// probabilities never reach memory; probabilities are rounded to the I/O type for P·V.
+// with an online softmax in registers (running max in float32; each weight one FFMA and one
+// MUFU.EX2), Q·Kᵀ and P·V on tensor cores (mma.sync m16n8k16, FP16/BF16 operands, float32
+// accumulators in registers; Q held in registers, K/V tiles double-buffered in shared memory
+// through cp.async). Scores and probabilities never reach memory; probabilities are rounded to
+// the I/O type for P·V, and the row sums that normalise them are P·1 on the tensor cores (the
+// same rounded weights, float32 sums).
 //
 // Layout (the surge::Attention contract): QKV rows are [Q | K | V], each head-major, so head h of
 // token t reads qkv[t*3H + h*d .. +d] (Q), +H (K), +2H (V); output row t is [H] head-major.

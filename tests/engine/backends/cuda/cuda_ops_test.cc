@@ -291,6 +291,47 @@ TEST_P(CudaOpTest, AttentionPaddedAndPackedMatchReference) {
   }
 }
 
+// A scale <= 0 reverses the order of the scores, so the packed form cannot keep its running
+// maximum on raw scores: it must take the path that scales them first, and still match.
+TEST_P(CudaOpTest, AttentionPackedWithNegativeScaleMatchesReference) {
+  const int B = 2, S = 90, heads = 2, d = 64, H = heads * d;
+  const std::vector<int> lens = {90, 37};
+  Tensor qkv = Random({B, S, 3 * H}, rng_, dt(), -2.f, 2.f);
+  std::vector<int64_t> mask(B * S);
+  std::vector<int64_t> real_rows;
+  std::vector<int32_t> cu{0};
+  for (int b = 0; b < B; ++b) {
+    for (int s = 0; s < S; ++s) mask[b * S + s] = s < lens[b];
+    for (int s = 0; s < lens[b]; ++s) real_rows.push_back(int64_t{b} * S + s);
+    cu.push_back(static_cast<int32_t>(real_rows.size()));
+  }
+  const double scale = -0.09;
+  auto ref = Reference(Fused("Attention", {{"num_heads", int64_t{heads}}, {"scale", scale}}),
+                       std::vector<Tensor>{qkv, Ints({B, S}, mask)});
+  const int64_t T = static_cast<int64_t>(real_rows.size());
+  Tensor packed(DType::kFloat32, {T, 3 * H});
+  for (int64_t t = 0; t < T; ++t) {
+    std::memcpy(packed.data_as<float>() + t * 3 * H, qkv.data_as<float>() + real_rows[t] * 3 * H,
+                3 * H * sizeof(float));
+  }
+  DeviceTensor dpacked(packed, dt()), dcu = UploadInts(cu), dout(T * H * 2);
+  AttentionArgs a;
+  a.dtype = dt();
+  a.batch = B;
+  a.seq = S;
+  a.num_heads = heads;
+  a.head_dim = d;
+  a.scale = static_cast<float>(scale);
+  a.cu_seqlens = static_cast<const int32_t*>(dcu.get());
+  a.qkv = dpacked.get();
+  a.out = dout.get();
+  ASSERT_TRUE(AttentionCanImplement(a));
+  CheckCuda(AttentionRun(a, nullptr, nullptr), "AttentionRun packed, negative scale");
+  std::vector<int64_t> got_rows(T);
+  for (int64_t t = 0; t < T; ++t) got_rows[t] = t;
+  EXPECT_LT(RelError(dout.Download({T, H}, dt()), ref[0], H, got_rows, real_rows), Tolerance(dt()));
+}
+
 TEST(CudaAttention, HeadDimsAndAlignment) {
   for (int d : {16, 32, 64, 128}) EXPECT_TRUE(AttentionHeadDimSupported(d)) << d;
   for (int d : {0, 8, 48, 80, 96, 256}) EXPECT_FALSE(AttentionHeadDimSupported(d)) << d;
