@@ -1,6 +1,6 @@
 // End-to-end CPU backend latency on a real model, without the CLI:
-//   SURGE_BENCH_MODEL=bench/work/bert_base_ts/model.onnx cpu_model_bench \
-//     --benchmark_filter='BM_Model/8/128' --benchmark_min_time=3
+//   SURGE_BENCH_MODEL=bench/work/bert_base_ts/model.onnx cpu_model_bench
+//     --benchmark_filter='BM_Model/8/128' --benchmark_min_time=3   (one command line)
 // Imports and optimises the model once, lowers it for the CPU backend at the benchmarked shape,
 // then times Execute on random token ids (all tokens real); Time is per batch.
 #include <benchmark/benchmark.h>

@@ -87,7 +87,7 @@ std::vector<GpuSample> ParseNvidiaSmi(const std::string& csv) {
       size_t e = cell.find_last_not_of(" \r");
       f.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
     }
-    if (f.size() < 4 || f[0].rfind("GPU-", 0) != 0 && f[0].rfind("MIG-", 0) != 0) continue;
+    if (f.size() < 4 || (f[0].rfind("GPU-", 0) != 0 && f[0].rfind("MIG-", 0) != 0)) continue;
     auto num = [](const std::string& s) { return std::strtod(s.c_str(), nullptr); };
     GpuSample g;
     g.uuid = f[0];

@@ -642,7 +642,7 @@ Status TriluOp(const Node& node, std::span<const Tensor> inputs, std::vector<Ten
   Tensor out = x->Clone();
   const int64_t rows = x->dim(x->rank() - 2), cols = x->dim(x->rank() - 1);
   const size_t elem = DTypeSize(x->dtype());
-  const int64_t mats = rows * cols ? x->numel() / (rows * cols) : 0;
+  const int64_t mats = rows * cols != 0 ? x->numel() / (rows * cols) : 0;
   uint8_t* p = static_cast<uint8_t*>(out.data());
   for (int64_t m = 0; m < mats; ++m) {
     for (int64_t i = 0; i < rows; ++i) {

@@ -17,7 +17,7 @@ TEST(EvalReduce, ReduceMeanAxesInputOrAttribute) {
   ExpectNear(Eval(MakeNode("ReduceMax"), {x, I64({1}, {1})})[0], {2, 1}, {3, 6});
   ExpectNear(Eval(MakeNode("ReduceSum", {{"noop_with_empty_axes", int64_t{1}}}), {x})[0], {2, 3},
              {1, 2, 3, 4, 5, 6});
-  EvalError(MakeNode("ReduceMean", {{"axes", std::vector<int64_t>{2}}}), {x});
+  ExpectEvalFails(MakeNode("ReduceMean", {{"axes", std::vector<int64_t>{2}}}), {x});
 }
 
 TEST(EvalReduce, SoftmaxIsStableAndSumsToOne) {
@@ -32,7 +32,7 @@ TEST(EvalReduce, SoftmaxIsStableAndSumsToOne) {
   ExpectNear(d[0], {1, 2}, {0.5, 0.5});
   auto col = Eval(MakeNode("Softmax", {{"axis", int64_t{0}}}), {F32({2, 1}, {0, 0})});
   ExpectNear(col[0], {2, 1}, {0.5, 0.5});
-  EvalError(MakeNode("Softmax"), {I64({2}, {1, 2})});
+  ExpectEvalFails(MakeNode("Softmax"), {I64({2}, {1, 2})});
 }
 
 TEST(EvalReduce, CumSumRobertaPositions) {
@@ -42,7 +42,7 @@ TEST(EvalReduce, CumSumRobertaPositions) {
   auto e = Eval(MakeNode("CumSum", {{"exclusive", int64_t{1}}, {"reverse", int64_t{1}}}),
                 {F32({3}, {1, 2, 3}), I64({}, {0})});
   ExpectNear(e[0], {3}, {5, 3, 0});
-  EvalError(MakeNode("CumSum"), {F32({3}, {1, 2, 3}), I64({}, {1})});
+  ExpectEvalFails(MakeNode("CumSum"), {F32({3}, {1, 2, 3}), I64({}, {1})});
 }
 
 TEST(EvalReduce, LayerNormalization) {

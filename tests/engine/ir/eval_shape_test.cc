@@ -19,7 +19,7 @@ TEST(EvalShape, ReshapeZeroAndMinusOne) {
   EXPECT_EQ(out[0].shape(), Shape({2, 3, 2, 2}));
   Status s = EvalError(MakeNode("Reshape"), {x, I64({2}, {5, -1})});
   EXPECT_NE(s.message().find("cannot reshape"), std::string::npos) << s.ToString();
-  EvalError(MakeNode("Reshape"), {x, I64({2}, {-1, -1})});
+  ExpectEvalFails(MakeNode("Reshape"), {x, I64({2}, {-1, -1})});
 }
 
 TEST(EvalShape, UnsqueezeSqueezeAxesAsInputOrAttribute) {
@@ -35,7 +35,7 @@ TEST(EvalShape, UnsqueezeSqueezeAxesAsInputOrAttribute) {
             Shape({3, 1}));
   Status s = EvalError(MakeNode("Squeeze"), {y, I64({1}, {1})});
   EXPECT_NE(s.message().find("size 3"), std::string::npos) << s.ToString();
-  EvalError(MakeNode("Unsqueeze"), {x, I64({1}, {5})});
+  ExpectEvalFails(MakeNode("Unsqueeze"), {x, I64({1}, {5})});
 }
 
 TEST(EvalShape, ConcatAndTranspose) {
@@ -44,8 +44,8 @@ TEST(EvalShape, ConcatAndTranspose) {
   ExpectNear(c[0], {2, 3}, {1, 3, 4, 2, 5, 6});
   auto ints = Eval(MakeNode("Concat", {{"axis", int64_t{0}}}), {I64({1}, {2}), I64({2}, {-1, 64})});
   ExpectNear(ints[0], {3}, {2, -1, 64});
-  EvalError(MakeNode("Concat", {{"axis", int64_t{0}}}),
-            {F32({1, 2}, {1, 2}), F32({1, 3}, {1, 2, 3})});
+  ExpectEvalFails(MakeNode("Concat", {{"axis", int64_t{0}}}),
+                  {F32({1, 2}, {1, 2}), F32({1, 3}, {1, 2, 3})});
   auto t = Eval(MakeNode("Transpose", {{"perm", std::vector<int64_t>{1, 0}}}),
                 {F32({2, 3}, {1, 2, 3, 4, 5, 6})});
   ExpectNear(t[0], {3, 2}, {1, 4, 2, 5, 3, 6});
@@ -55,7 +55,8 @@ TEST(EvalShape, ConcatAndTranspose) {
   auto t4 =
       Eval(MakeNode("Transpose", {{"perm", std::vector<int64_t>{0, 2, 1}}}), {F32({2, 3, 2}, v)});
   ExpectNear(t4[0], {2, 2, 3}, {0, 2, 4, 1, 3, 5, 6, 8, 10, 7, 9, 11});
-  EvalError(MakeNode("Transpose", {{"perm", std::vector<int64_t>{0, 0}}}), {F32({1, 1}, {1})});
+  ExpectEvalFails(MakeNode("Transpose", {{"perm", std::vector<int64_t>{0, 0}}}),
+                  {F32({1, 1}, {1})});
 }
 
 TEST(EvalShape, SliceClampsAndSteps) {
@@ -72,7 +73,8 @@ TEST(EvalShape, SliceClampsAndSteps) {
                                      {"axes", std::vector<int64_t>{1}}}),
                   {x})[0],
              {2, 1}, {2, 6});
-  EvalError(MakeNode("Slice"), {x, I64({1}, {0}), I64({1}, {1}), I64({1}, {0}), I64({1}, {0})});
+  ExpectEvalFails(MakeNode("Slice"),
+                  {x, I64({1}, {0}), I64({1}, {1}), I64({1}, {0}), I64({1}, {0})});
 }
 
 TEST(EvalShape, GatherAxesAndNegativeIndices) {
@@ -100,13 +102,13 @@ TEST(EvalShape, GatherElementsAndGatherND) {
   // batch_dims = 1: per batch row, one index into its own row (the [CLS]/last-token pattern).
   ExpectNear(Eval(MakeNode("GatherND", {{"batch_dims", int64_t{1}}}), {x, I64({2, 1}, {2, 0})})[0],
              {2}, {2, 10});
-  EvalError(MakeNode("GatherND"), {x, I64({1, 3}, {0, 0, 0})});
+  ExpectEvalFails(MakeNode("GatherND"), {x, I64({1, 3}, {0, 0, 0})});
 }
 
 TEST(EvalShape, ExpandConstantOfShapeRange) {
   ExpectNear(Eval(MakeNode("Expand"), {F32({2, 1}, {1, 2}), I64({3}, {2, 1, 3})})[0], {2, 2, 3},
              {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2});
-  EvalError(MakeNode("Expand"), {F32({2}, {1, 2}), I64({1}, {3})});
+  ExpectEvalFails(MakeNode("Expand"), {F32({2}, {1, 2}), I64({1}, {3})});
   ExpectNear(Eval(MakeNode("ConstantOfShape"), {I64({2}, {2, 2})})[0], {2, 2}, {0, 0, 0, 0});
   auto c = Eval(MakeNode("ConstantOfShape", {{"value", I64({1}, {7})}}), {I64({1}, {3})});
   EXPECT_EQ(c[0].dtype(), DType::kInt64);
@@ -115,7 +117,7 @@ TEST(EvalShape, ExpandConstantOfShapeRange) {
              {0, 2, 4});
   ExpectNear(Eval(MakeNode("Range"), {F32({}, {1}), F32({}, {0}), F32({}, {-0.5f})})[0], {2},
              {1, 0.5});
-  EvalError(MakeNode("Range"), {I64({}, {0}), I64({}, {5}), I64({}, {0})});
+  ExpectEvalFails(MakeNode("Range"), {I64({}, {0}), I64({}, {5}), I64({}, {0})});
 }
 
 TEST(EvalShape, ConstantForms) {
@@ -123,7 +125,7 @@ TEST(EvalShape, ConstantForms) {
   ExpectNear(Eval(MakeNode("Constant", {{"value_float", 0.5}}), {})[0], {}, {0.5});
   ExpectNear(Eval(MakeNode("Constant", {{"value_ints", std::vector<int64_t>{3, 4}}}), {})[0], {2},
              {3, 4});
-  EvalError(MakeNode("Constant"), {});
+  ExpectEvalFails(MakeNode("Constant"), {});
 }
 
 TEST(EvalShape, SplitBySizesAttrAndNumOutputs) {
@@ -137,7 +139,7 @@ TEST(EvalShape, SplitBySizesAttrAndNumOutputs) {
   ExpectNear(c[2], {2}, {4, 5});
   auto d = Eval(MakeNode("Split", {}, "", 3), {x});  // equal parts from the output count
   ExpectNear(d[1], {2}, {2, 3});
-  EvalError(MakeNode("Split", {}, "", 2), {x, I64({2}, {2, 3})});
+  ExpectEvalFails(MakeNode("Split", {}, "", 2), {x, I64({2}, {2, 3})});
 }
 
 TEST(EvalShape, FlattenTriluDropoutIdentity) {

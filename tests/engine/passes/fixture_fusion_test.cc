@@ -156,7 +156,9 @@ TEST_P(FixtureFusion, CountsAndReference) {
   EXPECT_EQ(Count(g, "surge::Linear"), c.expect.linears);
   for (const char* op : kLeftoverOps) EXPECT_EQ(Count(g, op), 0) << op;
   for (const auto& n : g.nodes) {
-    if (n.op_type == "Attention") EXPECT_EQ(n.inputs.size(), 2u) << "attention without mask";
+    if (n.op_type == "Attention") {
+      EXPECT_EQ(n.inputs.size(), 2u) << "attention without mask";
+    }
   }
   std::string counts;
   for (const auto& [op, n] : g.OpCounts()) counts += op + "=" + std::to_string(n) + " ";

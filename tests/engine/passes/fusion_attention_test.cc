@@ -193,7 +193,9 @@ TEST(FuseAttention, DynamoLayouts) {
 TEST(FuseAttention, WithoutMask) {
   ir::Graph g = RunAttention({.mask = MaskForm::kNone}, 1);
   for (const auto& n : g.nodes) {
-    if (n.op_type == "Attention") EXPECT_EQ(n.inputs.size(), 1u);
+    if (n.op_type == "Attention") {
+      EXPECT_EQ(n.inputs.size(), 1u);
+    }
   }
 }
 
@@ -269,7 +271,9 @@ ir::Graph RunEmbed(PosForm pos, bool types_input, bool const_types, int expected
                                       {"token_type_ids", Ints({2, 4}, {0, 0, 1, 1, 0, 1, 0, 0})}};
   auto ra = RunGraph(before, feeds), rb = RunGraph(g, feeds);
   EXPECT_EQ(rb.size(), 1u);
-  if (ra.size() == 1 && rb.size() == 1) EXPECT_LE(MaxRelDiff(rb[0], ra[0]), 1e-5);
+  if (ra.size() == 1 && rb.size() == 1) {
+    EXPECT_LE(MaxRelDiff(rb[0], ra[0]), 1e-5);
+  }
   return g;
 }
 

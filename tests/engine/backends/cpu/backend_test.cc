@@ -203,7 +203,9 @@ TEST(CpuBackend, RejectsCorruptBlobs) {
        {size_t{0}, size_t{3}, size_t{9}, size_t{40}, blob->size() / 2, blob->size() - 1}) {
     auto r = load(blob->substr(0, cut));
     EXPECT_FALSE(r.ok()) << "cut at " << cut;
-    if (!r.ok()) EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status().ToString();
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status().ToString();
+    }
   }
   std::string bad_magic = *blob;
   bad_magic[0] ^= 0x55;
