@@ -59,7 +59,7 @@ __device__ __forceinline__ void Mma16816<__nv_bfloat16>(float (&c)[4], const uin
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Two floats rounded to T and packed into one register (x in the low half), and back.
+// Two floats rounded to T and packed into one register (x in the low half).
 template <typename T>
 __device__ __forceinline__ uint32_t PackPair(float x, float y);
 template <>
@@ -71,18 +71,6 @@ template <>
 __device__ __forceinline__ uint32_t PackPair<__nv_bfloat16>(float x, float y) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
   return *reinterpret_cast<const uint32_t*>(&h);
-}
-template <typename T>
-__device__ __forceinline__ float PairSum(uint32_t v);
-template <>
-__device__ __forceinline__ float PairSum<__half>(uint32_t v) {
-  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
-  return f.x + f.y;
-}
-template <>
-__device__ __forceinline__ float PairSum<__nv_bfloat16>(uint32_t v) {
-  const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
-  return f.x + f.y;
 }
 
 }  // namespace surge::engine::cuda
