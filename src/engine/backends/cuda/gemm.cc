@@ -4,9 +4,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -25,6 +28,8 @@ constexpr int64_t kSplitKMinWeights = 512 * 512;
 // Tactic timing: device time per sample, and the delay queued ahead of each queued run.
 constexpr float kSampleUs = 300.f;
 constexpr int64_t kDelayPerRunNs = 12000;
+// Samples per candidate, taken in rounds over all candidates (TimeInterleaved).
+constexpr int kTimingRounds = 3;
 
 cudaDataType_t CudaType(DataType t) { return t == DataType::kF16 ? CUDA_R_16F : CUDA_R_16BF; }
 
@@ -253,38 +258,67 @@ std::vector<GemmAlgo> SplitKVariants(const GemmDesc& desc, const std::vector<Gem
 
 }  // namespace
 
-Result<float> TimeBackToBack(const std::function<Status()>& run, cudaStream_t stream) {
+Result<std::vector<float>> TimeInterleaved(const std::vector<std::function<Status()>>& runs,
+                                           cudaStream_t stream, std::vector<Status>* failures) {
+  const size_t n = runs.size();
+  std::vector<Status> failed(n, Status::Ok());
+  std::vector<std::vector<float>> samples(n);
   cudaEvent_t ev0 = nullptr, ev1 = nullptr;
-  auto body = [&]() -> Result<float> {
+  auto body = [&]() -> Status {
     SURGE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&ev0));
     SURGE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&ev1));
-    // One run for an estimate, then samples of `reps` back-to-back runs queued behind a delay
-    // kernel, so small GEMMs are timed at the device's pace, as in a CUDA-graph replay.
-    auto sample = [&](int reps) -> Result<float> {
+    // `reps` back-to-back calls of run i queued behind a delay kernel, so small GEMMs are timed
+    // at the device's pace, as in a CUDA-graph replay; a call that fails is recorded in failed[i]
+    // (the sample is then not used). Errors of the timing itself are returned.
+    auto sample = [&](size_t i, int reps, float* us) -> Status {
       SURGE_CUDA_RETURN_IF_ERROR(DelayRun({kDelayPerRunNs * (reps + 2)}, nullptr, stream));
       SURGE_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev0, stream));
-      for (int i = 0; i < reps; ++i) SURGE_RETURN_IF_ERROR(run());
+      for (int r = 0; r < reps && failed[i].ok(); ++r) failed[i] = runs[i]();
       SURGE_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev1, stream));
       SURGE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ev1));
       float ms = 0;
       SURGE_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, ev0, ev1));
-      return ms * 1000.f / reps;
+      *us = ms * 1000.f / static_cast<float>(reps);
+      return Status::Ok();
     };
-    SURGE_ASSIGN_OR_RETURN(const float estimate, sample(1));
-    const int reps = std::clamp(static_cast<int>(kSampleUs / std::max(estimate, 1.f)), 2, 24);
-    std::vector<float> times;
-    for (int i = 0; i < 3; ++i) {
-      SURGE_ASSIGN_OR_RETURN(const float us, sample(reps));
-      times.push_back(us);
+    // One call each for an estimate, then kTimingRounds rounds of one sample per run.
+    std::vector<int> reps(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      float estimate = 0;
+      SURGE_RETURN_IF_ERROR(sample(i, 1, &estimate));
+      reps[i] = std::clamp(static_cast<int>(kSampleUs / std::max(estimate, 1.f)), 2, 24);
     }
-    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-    return times[times.size() / 2];
+    for (int round = 0; round < kTimingRounds; ++round) {
+      for (size_t i = 0; i < n; ++i) {
+        if (!failed[i].ok()) continue;
+        float us = 0;
+        SURGE_RETURN_IF_ERROR(sample(i, reps[i], &us));
+        if (failed[i].ok()) samples[i].push_back(us);
+      }
+    }
+    return Status::Ok();
   };
-  auto r = body();
+  const Status st = body();
   cudaStreamSynchronize(stream);
   if (ev0) cudaEventDestroy(ev0);
   if (ev1) cudaEventDestroy(ev1);
-  return r;
+  SURGE_RETURN_IF_ERROR(st);
+  std::vector<float> medians(n, std::numeric_limits<float>::infinity());
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<float>& t = samples[i];
+    if (!failed[i].ok() || t.empty()) continue;
+    std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
+    medians[i] = t[t.size() / 2];
+  }
+  if (failures != nullptr) *failures = std::move(failed);
+  return medians;
+}
+
+Result<float> TimeBackToBack(const std::function<Status()>& run, cudaStream_t stream) {
+  std::vector<Status> failed;
+  SURGE_ASSIGN_OR_RETURN(const std::vector<float> us, TimeInterleaved({run}, stream, &failed));
+  SURGE_RETURN_IF_ERROR(failed[0]);
+  return us[0];
 }
 
 Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t ws_bytes,
@@ -327,28 +361,36 @@ Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t 
       }
     }
     if (ws_bytes) SURGE_CUDA_RETURN_IF_ERROR(cudaMalloc(&ws, ws_bytes));
-    GemmAlgo best;
+    // Candidates that run (three calls each) are then timed together, in rounds.
+    std::vector<std::unique_ptr<GemmPlan>> plans;
+    std::vector<const GemmAlgo*> ran;
     for (const GemmAlgo& cand : cands) {
       auto plan_or = GemmPlan::Create(handle, desc, cand, ws_bytes);
       if (!plan_or.ok()) continue;
-      const GemmPlan& plan = **plan_or;
-      if (std::memcmp(&plan.algo(), &cand.algo, sizeof(cand.algo)) != 0) continue;
+      std::unique_ptr<GemmPlan> plan = std::move(*plan_or);
+      if (std::memcmp(&plan->algo(), &cand.algo, sizeof(cand.algo)) != 0) continue;
       bool failed = false;
       for (int i = 0; i < 3 && !failed; ++i) {
         failed =
-            !plan.Run(handle, buf[0], buf[1], buf[2], buf[3], buf[4], ws, ws_bytes, stream).ok();
+            !plan->Run(handle, buf[0], buf[1], buf[2], buf[3], buf[4], ws, ws_bytes, stream).ok();
       }
       if (failed) continue;
-      SURGE_ASSIGN_OR_RETURN(const float med, TimeBackToBack(
-                                                  [&] {
-                                                    return plan.Run(handle, buf[0], buf[1], buf[2],
-                                                                    buf[3], buf[4], ws, ws_bytes,
-                                                                    stream);
-                                                  },
-                                                  stream));
-      if (!best.valid || med < best.time_us) {
-        best = cand;
-        best.time_us = med;
+      plans.push_back(std::move(plan));
+      ran.push_back(&cand);
+    }
+    std::vector<std::function<Status()>> runs;
+    for (const auto& plan : plans) {
+      runs.push_back([&, p = plan.get()] {
+        return p->Run(handle, buf[0], buf[1], buf[2], buf[3], buf[4], ws, ws_bytes, stream);
+      });
+    }
+    SURGE_ASSIGN_OR_RETURN(const std::vector<float> us, TimeInterleaved(runs, stream));
+    GemmAlgo best;
+    for (size_t i = 0; i < us.size(); ++i) {
+      if (!std::isfinite(us[i])) continue;
+      if (!best.valid || us[i] < best.time_us) {
+        best = *ran[i];
+        best.time_us = us[i];
       }
     }
     if (!best.valid) return InternalError("GEMM {}: no candidate algorithm ran", desc.Key());

@@ -79,15 +79,26 @@ Result<std::vector<GemmAlgo>> GemmHeuristics(cublasLtHandle_t handle, const Gemm
 
 // Times the top heuristic candidates (with split-K variants when few rows meet a large weight) on
 // random operands of `desc`'s shape and returns the fastest. Each sample is a run of back-to-back
-// launches queued behind a delay kernel and timed with CUDA events (median of three), so the
-// time is the device's, as in a CUDA-graph replay, not the host's launch rate. Needs a GPU.
+// launches queued behind a delay kernel and timed with CUDA events (median of three, the
+// candidates sampled in rounds: TimeInterleaved), so the time is the device's, as in a
+// CUDA-graph replay, not the host's launch rate. Needs a GPU.
 Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t workspace_bytes,
                           cudaStream_t stream);
 
 // Device time of one call of `run`, in microseconds: one call for an estimate, then the median of
 // three samples of back-to-back calls (about 300 us each, 2 to 24 calls) queued behind a delay
-// kernel and timed with CUDA events on `stream`. `run` must enqueue on `stream` only.
+// kernel and timed with CUDA events on `stream`. `run` must enqueue on `stream` only; its failure
+// is returned.
 Result<float> TimeBackToBack(const std::function<Status()>& run, cudaStream_t stream);
+
+// TimeBackToBack for several candidates at once, their samples taken in rounds (every round one
+// sample of each candidate in turn), so that a passing change of the device's pace (clocks, power,
+// another process) lands in one sample of several candidates instead of in every sample of one and
+// the medians compare like with like. A candidate whose call fails gets +infinity (its status in
+// `failures` when given); errors of the timing itself are returned.
+Result<std::vector<float>> TimeInterleaved(const std::vector<std::function<Status()>>& runs,
+                                           cudaStream_t stream,
+                                           std::vector<Status>* failures = nullptr);
 
 // What a tuning is valid for: the current device's architecture and name and cuBLASLt's version.
 std::string DeviceKey();

@@ -48,25 +48,23 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) LayerNormWarpKernel(LayerN
 }
 
 // Rows of up to kRegChunks * 256 columns: a grid that fits on the device at once, each warp
-// striding over rows with gamma and beta held in registers for all of them (instead of read
-// again for every row) and its next row's input loaded before the current row is normalised.
+// striding over rows with its next row's input loaded before the current row is normalised;
+// gamma and beta are read once per block into shared memory (instead of again for every row, or
+// held in registers, which would halve the warps resident to hide the loads' latency).
 constexpr int kRegChunks = 4;
 constexpr int kStridedMinRowsPerWarp = 4;
 
 template <typename T, int N>
-__global__ void __launch_bounds__(kRowsPerBlock * 32, N <= 3 ? 4 : 3)
+__global__ void __launch_bounds__(kRowsPerBlock * 32, N <= 2 ? 8 : (N == 3 ? 6 : 4))
     LayerNormStridedKernel(LayerNormArgs a) {
   const int lane = threadIdx.x & 31;
   const int cols = a.cols;
-  float gs[N][8], bs[N][8];
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const int c = (i * 32 + lane) * 8;
-    if (c < cols) {
-      LoadFloat8(a.gamma + c, gs[i]);
-      LoadFloat8(a.beta + c, bs[i]);
-    }
+  __shared__ __align__(16) float gamma_beta[2][N * 256];
+  for (int c = threadIdx.x * 4; c < cols; c += blockDim.x * 4) {
+    *reinterpret_cast<float4*>(&gamma_beta[0][c]) = *reinterpret_cast<const float4*>(a.gamma + c);
+    *reinterpret_cast<float4*>(&gamma_beta[1][c]) = *reinterpret_cast<const float4*>(a.beta + c);
   }
+  __syncthreads();
   WaitForPriorGrids();  // gamma and beta are weights: read before the previous kernel ends
   AllowDependentLaunch();
   const int64_t step = static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
@@ -113,8 +111,10 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32, N <= 3 ? 4 : 3)
     for (int i = 0; i < N; ++i) {
       const int c = (i * 32 + lane) * 8;
       if (c < cols) {
-        StoreNormalized8(v[i], stats, gs[i], bs[i], y + c, q ? q + c : nullptr, a.q.type,
-                         a.q.inv_scale);
+        float gs[8], bs[8];
+        LoadFloat8(&gamma_beta[0][c], gs);
+        LoadFloat8(&gamma_beta[1][c], bs);
+        StoreNormalized8(v[i], stats, gs, bs, y + c, q ? q + c : nullptr, a.q.type, a.q.inv_scale);
       }
     }
   }

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "engine/backends/cuda/cuda_check.h"
 #include "engine/backends/cuda/gemm.h"
@@ -258,21 +260,27 @@ QuantGemm::~QuantGemm() {
 }
 
 Status QuantGemm::Tune(cublasLtHandle_t handle, const QuantGemmOperands& probe) {
-  std::vector<std::pair<float, size_t>> timed;
+  // The algorithms that run on the probe, then timed together (samples in rounds).
+  std::vector<size_t> ran;
+  std::vector<std::function<Status()>> runs;
   for (size_t i = 0; i < algos_.size(); ++i) {
     if (Call(handle, probe, i) != CUBLAS_STATUS_SUCCESS) continue;
     SURGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(probe.stream));
     SURGE_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    auto us = TimeBackToBack(
-        [&]() -> Status {
-          const cublasStatus_t st = Call(handle, probe, i);
-          if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();
-          return InternalError("quantised GEMM {}: cublasLtMatmul status {}", desc_.Key(),
-                               static_cast<int>(st));
-        },
-        probe.stream);
-    if (!us.ok()) continue;
-    timed.emplace_back(*us, i);
+    ran.push_back(i);
+    runs.push_back([this, handle, &probe, i]() -> Status {
+      const cublasStatus_t st = Call(handle, probe, i);
+      if (st == CUBLAS_STATUS_SUCCESS) return Status::Ok();
+      return InternalError("quantised GEMM {}: cublasLtMatmul status {}", desc_.Key(),
+                           static_cast<int>(st));
+    });
+  }
+  std::vector<std::pair<float, size_t>> timed;
+  if (!runs.empty()) {
+    SURGE_ASSIGN_OR_RETURN(const std::vector<float> us, TimeInterleaved(runs, probe.stream));
+    for (size_t j = 0; j < us.size(); ++j) {
+      if (std::isfinite(us[j])) timed.emplace_back(us[j], ran[j]);
+    }
   }
   if (timed.empty()) {
     return UnimplementedError("quantised GEMM {} ({}): none of its {} algorithms ran", desc_.Key(),

@@ -4,6 +4,7 @@
 
 #include "engine/backends/cuda/attention_kernels.h"
 #include "engine/backends/cuda/bias_act_kernels.h"
+#include "engine/backends/cuda/delay_kernels.h"
 #include "engine/backends/cuda/embed_layer_norm_kernels.h"
 #include "engine/backends/cuda/gemm.h"
 #include "engine/backends/cuda/layer_norm_kernels.h"
@@ -37,10 +38,18 @@ class CudaOpTest : public ::testing::TestWithParam<DataType> {
 };
 
 TEST_P(CudaOpTest, LayerNormMatchesReference) {
-  // 16-byte warp-per-row path at several chunk counts (768: 3, 2056: 12, 4096: 16 chunks a lane)
-  // and the scalar path (1001, 33).
-  for (int cols : {768, 2056, 4096, 64, 1001, 33}) {
-    const int64_t rows = 37;
+  // 16-byte warp-per-row path at several chunk counts (768: 3, 2056: 12, 4096: 16 chunks a lane),
+  // the scalar path (1001, 33), and with 20011 rows the strided path (a resident grid, each warp
+  // over many rows, gamma and beta in shared memory) at 1, 3 and 4 chunks a lane.
+  for (auto [cols, rows] : {std::pair<int, int64_t>{768, 37},
+                            {2056, 37},
+                            {4096, 37},
+                            {64, 37},
+                            {1001, 37},
+                            {33, 37},
+                            {256, 20011},
+                            {768, 20011},
+                            {1024, 20011}}) {
     Tensor x = Random({rows, cols}, rng_, dt(), -3.f, 5.f);
     Tensor gamma = Random({cols}, rng_, DataType::kF16),
            beta = Random({cols}, rng_, DataType::kF16);
@@ -62,7 +71,7 @@ TEST_P(CudaOpTest, LayerNormMatchesReference) {
     auto ref =
         Reference(Fused("LayerNorm", {{"epsilon", 1e-5}}), std::vector<Tensor>{x, gamma, beta});
     EXPECT_LT(RelError(dy.Download({rows, cols}, dt()), ref[0]), Tolerance(dt()))
-        << "cols " << cols;
+        << "cols " << cols << " rows " << rows;
   }
 }
 
@@ -417,6 +426,40 @@ TEST_P(CudaOpTest, TunedGemmIsUsable) {
     EXPECT_EQ(std::memcmp(&(*plan)->algo(), &algo->algo, sizeof(algo->algo)), 0);
   }
   cublasLtDestroy(lt);
+}
+
+// Tactic timing in rounds: each candidate's median is its own (a kernel that holds the stream four
+// times longer measures longer), a candidate whose call fails is set apart with its status, and the
+// single-candidate form returns that status.
+TEST(CudaTiming, InterleavedSamplesKeepEachCandidateApart) {
+  SURGE_SKIP_WITHOUT_GPU();
+  auto delay = [](int64_t ns) {
+    return [ns]() -> Status {
+      if (DelayRun({ns}, nullptr, nullptr) != cudaSuccess) return InternalError("DelayRun failed");
+      return Status::Ok();
+    };
+  };
+  int calls = 0;
+  auto refused = [&calls]() -> Status {
+    ++calls;
+    return UnimplementedError("refused");
+  };
+  std::vector<Status> failures;
+  auto us = TimeInterleaved({delay(80000), refused, delay(20000)}, nullptr, &failures);
+  ASSERT_TRUE(us.ok()) << us.status().ToString();
+  ASSERT_EQ(us->size(), 3u);
+  ASSERT_EQ(failures.size(), 3u);
+  EXPECT_TRUE(failures[0].ok());
+  EXPECT_EQ(failures[1].code(), StatusCode::kUnimplemented);
+  EXPECT_TRUE(failures[2].ok());
+  EXPECT_EQ(calls, 1);  // not called again once it failed
+  EXPECT_TRUE(std::isinf((*us)[1]));
+  EXPECT_TRUE(std::isfinite((*us)[0]) && std::isfinite((*us)[2]));
+  EXPECT_GT((*us)[2], 0.f);
+  EXPECT_GT((*us)[0], 2.f * (*us)[2]);
+  auto one = TimeBackToBack(refused, nullptr);
+  EXPECT_FALSE(one.ok());
+  EXPECT_EQ(one.status().code(), StatusCode::kUnimplemented);
 }
 
 TEST_P(CudaOpTest, GeluStandalone) {

@@ -154,7 +154,8 @@ TEST(QuantKernels, LayerNormAndAttentionQuantisedCopiesEqualTheQuantisePass) {
   for (QuantType t : {QuantType::kInt8, QuantType::kFp8E4M3}) {
     const float inv = t == QuantType::kInt8 ? 127.f / 3.f : 448.f / 3.f;
     // 768 columns take the warp kernels (37 rows one row per warp, 20011 rows the strided one
-    // that holds gamma and beta in registers), 100 the scalar one; with and without a skip input.
+    // that holds gamma and beta in shared memory), 100 the scalar one; with and without a skip
+    // input.
     for (auto [cols, rows] : {std::pair<int, int64_t>{768, 37}, {768, 20011}, {100, 37}}) {
       for (bool skip : {false, true}) {
         const int64_t n = rows * cols;
