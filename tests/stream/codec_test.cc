@@ -115,7 +115,9 @@ TEST(CodecTest, TermBatchCarriesEverythingItsPartitionNeeds) {
         }
       }
       EXPECT_EQ(got_terms, want_terms);
-      if (parts == 1) EXPECT_EQ(d.posts.size(), 3u);
+      if (parts == 1) {
+        EXPECT_EQ(d.posts.size(), 3u);
+      }
     }
   }
 }

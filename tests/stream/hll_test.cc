@@ -52,7 +52,9 @@ TEST(HyperLogLogTest, SerialisesSparseAndDense) {
     std::string bytes;
     ByteWriter w(&bytes);
     h.Serialize(&w);
-    if (n == 5) EXPECT_LT(bytes.size(), 30u);
+    if (n == 5) {
+      EXPECT_LT(bytes.size(), 30u);
+    }
     ByteReader r(bytes, "hll");
     auto back = HyperLogLog::Deserialize(&r);
     ASSERT_TRUE(back.ok()) << back.status().ToString();

@@ -14,6 +14,12 @@ namespace {
 
 using testing::MakeUpdate;
 
+ReplayOptions AtSpeed(double speed) {
+  ReplayOptions o;
+  o.speed = speed;
+  return o;
+}
+
 class ReplayTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -142,7 +148,7 @@ TEST_F(ReplayTest, ABucketTheStoreRefusesIsSkippedAndCounted) {
                                               Line("b", 1, 120000) + Line("a", 1, 180000)));
   ASSERT_TRUE(f.ok());
   TrendStore store;
-  auto refused = Replay(*f, {}, ReplayOptions{.speed = 0}, &store, nullptr);
+  auto refused = Replay(*f, {}, AtSpeed(0), &store, nullptr);
   ASSERT_TRUE(refused.ok());
   EXPECT_EQ(*refused, 1);
   EXPECT_EQ(store.Current()->bucket_ms, 180000);
@@ -182,11 +188,11 @@ TEST_F(ReplayTest, PacedReplayStopsDuringAWait) {
     stop = true;
   });
   // At real-time speed the second bucket is ~an hour away: only `stop` can end this.
-  auto refused = Replay(*f, {}, ReplayOptions{.speed = 1}, &store, &stop);
+  auto refused = Replay(*f, {}, AtSpeed(1), &store, &stop);
   stopper.join();
   ASSERT_TRUE(refused.ok());
   EXPECT_EQ(store.Current()->seq, 1u);
-  EXPECT_FALSE(Replay(*f, {}, ReplayOptions{.speed = -1}, &store, nullptr).ok());
+  EXPECT_FALSE(Replay(*f, {}, AtSpeed(-1), &store, nullptr).ok());
 }
 
 }  // namespace

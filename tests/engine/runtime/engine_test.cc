@@ -289,7 +289,9 @@ TEST(Engine, DefaultPrecisionIsTheBackendsOwn) {
   EXPECT_EQ(DefaultPrecision("cpu"), Precision::kFp32);
   EXPECT_EQ(DefaultPrecision("fake"), Precision::kFp32);  // the Backend interface's default
   EXPECT_EQ(DefaultPrecision("nosuch"), Precision::kFp32);
-  if (FindBackend("cuda") != nullptr) EXPECT_EQ(DefaultPrecision("cuda"), Precision::kFp16);
+  if (FindBackend("cuda") != nullptr) {
+    EXPECT_EQ(DefaultPrecision("cuda"), Precision::kFp16);
+  }
 }
 
 TEST(Engine, CorruptPlansNeverLoad) {
@@ -307,8 +309,9 @@ TEST(Engine, CorruptPlansNeverLoad) {
   // Without the config section the plan is incomplete.
   plan::PlanWriter w("fake", "fake-arch");
   for (const auto& s : (*plan)->sections()) {
-    if (s.name != plan::kConfigSection)
+    if (s.name != plan::kConfigSection) {
       ASSERT_TRUE(w.AddSection(s.name, *(*plan)->Section(s.name)).ok());
+    }
   }
   r = Engine::LoadFromMemory(Span(*w.Finish()));
   ASSERT_FALSE(r.ok());
