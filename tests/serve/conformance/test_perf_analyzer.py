@@ -50,7 +50,9 @@ def test_perf_analyzer_sweeps_concurrency(server, tmp_path, protocol):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Throughput" in r.stdout, r.stdout
     rows = list(csv.DictReader(out.open()))
-    assert [int(row["Concurrency"]) for row in rows] == [1, 2], rows
+    # One row per level swept. perf_analyzer does not write them in sweep order: on a loaded
+    # 2-core machine, where two concurrent requests ran slower than one, it listed 2 before 1.
+    assert sorted(int(row["Concurrency"]) for row in rows) == [1, 2], rows
     for row in rows:
         assert float(row["Inferences/Second"]) > 0, row
         # Server-side figures come from surge's statistics extension.
