@@ -596,12 +596,10 @@ Result<std::pair<int, float>> TimeOwnGemm(const QuantProbeBuffers& probe, int64_
   std::vector<Status> failures;
   SURGE_ASSIGN_OR_RETURN(const std::vector<float> us, TimeInterleaved(runs, stream, &failures));
   std::pair<int, float> best{-1, cublas_us + rest_us};
-  for (size_t i = 0; i < runs.size(); ++i) {
-    // A cuBLASLt call refused now leaves its tuned time standing.
-    if (tiles[i] < 0 && std::isfinite(us[i])) best.second = us[i] + rest_us;
-  }
-  for (size_t i = 0; i < runs.size(); ++i) {
-    if (tiles[i] < 0) continue;
+  // cuBLASLt's GEMM is the first run when given; a call refused now leaves its tuned time.
+  const size_t first_tile = cublas_gemm ? 1 : 0;
+  if (first_tile == 1 && std::isfinite(us[0])) best.second = us[0] + rest_us;
+  for (size_t i = first_tile; i < runs.size(); ++i) {
     if (!failures[i].ok()) {
       return failures[i].WithContext(
           fmt::format("timing the own GEMM ({}) of layer '{}' at {} rows", QGemmTileName(tiles[i]),
@@ -676,9 +674,10 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
       const std::string desc_key =
           fmt::format("{}{} mode={}", device, d.Key(), QuantGemmModeName(op.mode));
       auto hit = done.find(desc_key);
+      QuantGemmOperands o = probe.Operands(op, d.m);
+      o.stream = stream;
+      std::unique_ptr<QuantGemm> gemm;  // cuBLASLt's plan at this shape, its tuned algorithm first
       if (hit == done.end()) {
-        QuantGemmOperands o = probe.Operands(op, d.m);
-        o.stream = stream;
         auto g = QuantGemm::Create(handle, d, probe.workspace_bytes(), op.mode, &o, true);
         if (!g.ok()) {
           st = g.status().WithContext(fmt::format("timing layer '{}' at {} rows", op.node, rows));
@@ -690,19 +689,22 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
           break;
         }
         hit = done.emplace(desc_key, std::make_pair((*g)->algo(), (*g)->tuned_us())).first;
+        gemm = std::move(*g);
       }
       op.tuned[bucket] = hit->second;
       if (op.type == QuantType::kInt8 || Fp8FastAccumulation()) {
         const std::string key = desc_key + (op.int8_out ? " i8out" : "");
         auto own = own_done.find(key);
         if (own == own_done.end()) {
-          // cuBLASLt's tuned algorithm, to be timed again beside the own GEMM's tiles.
-          QuantGemmOperands o = probe.Operands(op, d.m);
-          o.stream = stream;
-          auto g = QuantGemm::Create(handle, d, probe.workspace_bytes(), op.mode, &o, true,
-                                     &hit->second.first);
+          // cuBLASLt's tuned algorithm, timed again beside the own GEMM's tiles (a tuning from
+          // the process's table needs its plan made again).
+          if (!gemm) {
+            auto g = QuantGemm::Create(handle, d, probe.workspace_bytes(), op.mode, &o, true,
+                                       &hit->second.first);
+            if (g.ok()) gemm = std::move(*g);
+          }
           std::function<Status()> cublas_gemm;
-          if (g.ok()) cublas_gemm = [&] { return (*g)->Run(handle, o); };
+          if (gemm) cublas_gemm = [&] { return gemm->Run(handle, o); };
           auto timed = TimeOwnGemm(probe, rows, cublas_gemm, hit->second.second, stream, &op);
           if (!timed.ok()) {
             st = timed.status();
