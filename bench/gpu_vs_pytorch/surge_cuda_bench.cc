@@ -12,6 +12,7 @@
 //
 //   surge_cuda_bench --model DIR [--json FILE] [--reps N] [--cases 1x128,128x128]
 //                    [--variants padding-free,padded,"padding-free exact-gelu"]
+//                    [--tactic-search heuristic|full]
 #include <cuda_profiler_api.h>
 
 #include <algorithm>
@@ -96,11 +97,20 @@ int Main(int argc, char** argv) {
   const char* profile_env = std::getenv("SURGE_BENCH_PROFILE");
   const std::string profile = profile_env ? profile_env : "";
   int reps = 50;
+  bool full_search = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     if (a == "--model" && i + 1 < argc) model = argv[++i];
+    if (a == "--tactic-search" && i + 1 < argc) {
+      const std::string s = argv[++i];
+      if (s != "full" && s != "heuristic") {
+        std::fprintf(stderr, "--tactic-search: heuristic or full, not '%s'\n", s.c_str());
+        return 2;
+      }
+      full_search = s == "full";
+    }
     if ((a == "--cases" || a == "--variants") && i + 1 < argc) {
       std::vector<std::string>& to = a == "--cases" ? only : only_variants;
       const std::string list = argv[++i];
@@ -114,7 +124,7 @@ int Main(int argc, char** argv) {
   if (model.empty()) {
     std::fprintf(stderr,
                  "usage: surge_cuda_bench --model DIR [--json FILE] [--reps N] [--cases A,B] "
-                 "[--variants A,B]\n");
+                 "[--variants A,B] [--tactic-search heuristic|full]\n");
     return 2;
   }
   Status gpu = CudaDeviceAvailable();
@@ -182,6 +192,7 @@ int Main(int argc, char** argv) {
     c.precision = Precision::kFp16;
     c.padding_free = var.padding_free;
     c.timing_cache_path = "surge_gemm_timing_cache.txt";  // later engines reuse the tunings
+    c.full_tactic_search = full_search;
     for (int v : graph->inputs) {
       c.profile.inputs.push_back({graph->values[v].name, {1, 1}, {32, 128}, {256, 128}});
     }
@@ -281,6 +292,7 @@ int Main(int argc, char** argv) {
       results.push_back({{"shape", cs.name},
                          {"variant", var.name},
                          {"padding_free", var.padding_free},
+                         {"tactic_search", full_search ? "full" : "heuristic"},
                          {"exact_gelu", var.exact_gelu},
                          {"batch", cs.batch},
                          {"seq", cs.seq},

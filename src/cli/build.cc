@@ -22,6 +22,7 @@ struct BuildArgs {
   std::string precision;  // empty: the backend's default (fp32 on cpu, fp16 on cuda)
   std::vector<std::string> profiles;
   int threads = 0;
+  std::string tactic_search = "heuristic";
   bool json = false;
   // Quantised builds.
   std::string calibration;
@@ -83,6 +84,7 @@ int RunBuild(const BuildArgs& args) {
   if (!precision.ok()) return Fail(precision.status());
   config.precision = *precision;
   config.num_threads = a.threads;
+  config.full_tactic_search = a.tactic_search == "full";
   std::string spec;
   for (const auto& p : a.profiles) spec += (spec.empty() ? "" : ";") + p;
   auto profile = engine::Profile::Parse(spec);
@@ -181,6 +183,12 @@ std::function<int()> SetupBuild(CLI::App& sub) {
                  "NAME:MIN,OPT,MAX, e.g. input_ids:1x1,8x128,64x512 (repeatable; inputs not named "
                  "get batch 1..64 opt 8, seq 1..512 opt 128)");
   sub.add_option("--threads", a->threads, "threads the plan runs with (0: all cores)");
+  sub.add_option("--tactic-search", a->tactic_search,
+                 "heuristic (the GEMM library's top picks) or full (also the configurations "
+                 "around them, timed: builds take minutes, GEMMs up to a few per cent faster; "
+                 "cuda)")
+      ->check(CLI::IsMember({"heuristic", "full"}))
+      ->capture_default_str();
   sub.add_flag("--json", a->json, "print the build report as JSON");
   sub.add_option("--calibration", a->calibration,
                  "calibration cache from `surge calibrate` (int8/fp8; optional for bf16)");

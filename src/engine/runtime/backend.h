@@ -62,7 +62,10 @@ struct BuilderConfig {
   bool padding_free = true;        // pack tokens for recognised encoders (where supported)
   size_t memory_budget_bytes = 0;  // 0: unlimited
   std::string timing_cache_path;   // backends that time tactics keep results here
-  QuantSpec quant;                 // per-layer precision and scales (int8/fp8/bf16 builds)
+  // Backends that time tactics: also search the configurations around the library's heuristic
+  // picks (the CUDA backend's cuBLASLt GEMMs, TacticSearch::kFull; slower builds).
+  bool full_tactic_search = false;
+  QuantSpec quant;  // per-layer precision and scales (int8/fp8/bf16 builds)
 };
 
 struct EngineOptions {

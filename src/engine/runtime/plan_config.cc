@@ -36,6 +36,7 @@ std::string PlanConfigToJson(const PlanConfig& config) {
   j["threads"] = b.num_threads;
   j["padding_free"] = b.padding_free;
   j["memory_budget_bytes"] = b.memory_budget_bytes;
+  j["tactic_search"] = b.full_tactic_search ? "full" : "heuristic";
   Json profile = Json::array();
   for (const auto& p : b.profile.inputs) {
     profile.push_back({{"name", p.name}, {"min", p.min}, {"opt", p.opt}, {"max", p.max}});
@@ -75,6 +76,12 @@ Result<PlanConfig> PlanConfigFromJson(std::string_view text) {
   }
   if (auto it = j.find("memory_budget_bytes"); it != j.end() && it->is_number_unsigned()) {
     c.builder.memory_budget_bytes = it->get<size_t>();
+  }
+  if (auto it = j.find("tactic_search"); it != j.end()) {
+    if (!it->is_string() || (*it != "full" && *it != "heuristic")) {
+      return DataLossError("plan config: 'tactic_search' is not \"full\" or \"heuristic\"");
+    }
+    c.builder.full_tactic_search = *it == "full";
   }
   auto prof = j.find("profile");
   if (prof == j.end() || !prof->is_array()) {

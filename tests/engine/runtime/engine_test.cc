@@ -105,6 +105,38 @@ TEST(Engine, MetadataAndDefaultProfile) {
   EXPECT_EQ(engine->profile().Find("scale"), nullptr);
 }
 
+// The tactic search a plan was built with travels in its config; plans written before it existed
+// read as the heuristic search, and a value that is neither is a data error.
+TEST(Engine, PlanConfigKeepsTheTacticSearch) {
+  PlanConfig c;
+  c.surge_version = "test";
+  c.builder.backend = "cuda";
+  c.builder.full_tactic_search = true;
+  auto back = PlanConfigFromJson(PlanConfigToJson(c));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->builder.full_tactic_search);
+  c.builder.full_tactic_search = false;
+  std::string text = PlanConfigToJson(c);
+  EXPECT_NE(text.find("\"heuristic\""), std::string::npos);
+  back = PlanConfigFromJson(text);
+  ASSERT_TRUE(back.ok());
+  EXPECT_FALSE(back->builder.full_tactic_search);
+  const size_t at = text.find("\"heuristic\"");
+  std::string old = text;
+  old.replace(at, std::strlen("\"heuristic\""), "\"exhaustive\"");
+  back = PlanConfigFromJson(old);
+  ASSERT_FALSE(back.ok());
+  EXPECT_EQ(back.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(back.status().message().find("tactic_search"), std::string::npos);
+  const size_t key = text.find("\"tactic_search\"");
+  ASSERT_NE(key, std::string::npos);
+  const size_t end = text.find('\n', key);
+  old = text.substr(0, key) + text.substr(end + 1);
+  back = PlanConfigFromJson(old);
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << old;
+  EXPECT_FALSE(back->builder.full_tactic_search);
+}
+
 TEST(Engine, RunsAndConstantsAreZeroCopy) {
   auto engine = LoadFake();
   ASSERT_NE(engine, nullptr);

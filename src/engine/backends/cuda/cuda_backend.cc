@@ -1017,11 +1017,15 @@ class CudaBackend : public Backend {
     SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&lt));
     Status st =
         CudaStatus(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    TimingCache cache(config.timing_cache_path, DeviceKey());
+    // A full search's tunings are kept apart from the heuristic's in the cache.
+    const TacticSearch search =
+        config.full_tactic_search ? TacticSearch::kFull : TacticSearch::kHeuristic;
+    TimingCache cache(config.timing_cache_path,
+                      DeviceKey() + (config.full_tactic_search ? " search=full" : ""));
     auto tune = [&](const GemmDesc& d) -> Result<GemmAlgo> {
       GemmAlgo algo;
       if (cache.Lookup(d, &algo)) return algo;
-      SURGE_ASSIGN_OR_RETURN(algo, TuneGemm(lt, d, kGemmWorkspaceBytes, stream));
+      SURGE_ASSIGN_OR_RETURN(algo, TuneGemm(lt, d, kGemmWorkspaceBytes, stream, search));
       cache.Insert(d, algo);
       return algo;
     };

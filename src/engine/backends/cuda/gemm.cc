@@ -12,8 +12,10 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <unordered_map>
 #include <vector>
 
+#include "core/logging.h"
 #include "engine/backends/cuda/cuda_check.h"
 #include "engine/backends/cuda/delay_kernels.h"
 #include "engine/backends/cuda/pack_kernels.h"
@@ -28,8 +30,14 @@ constexpr int64_t kSplitKMinWeights = 512 * 512;
 // Tactic timing: device time per sample, and the delay queued ahead of each queued run.
 constexpr float kSampleUs = 300.f;
 constexpr int64_t kDelayPerRunNs = 12000;
-// Samples per candidate, taken in rounds over all candidates (TimeInterleaved).
-constexpr int kTimingRounds = 3;
+// The full search (TuneGemm): twice the neighbours of the kSearchSeeds fastest candidates so far,
+// each screened (ScreenCandidates: about kScreenUs of calls each, kScreenBatch candidates behind
+// one delay), then the fastest kScreenKeep timed in full beside the heuristic's candidates.
+constexpr int kSearchSteps = 2;
+constexpr size_t kSearchSeeds = 4;
+constexpr size_t kScreenKeep = 8;
+constexpr float kScreenUs = 20.f;
+constexpr size_t kScreenBatch = 32;
 
 cudaDataType_t CudaType(DataType t) { return t == DataType::kF16 ? CUDA_R_16F : CUDA_R_16BF; }
 
@@ -166,14 +174,8 @@ Result<std::unique_ptr<GemmPlan>> GemmPlan::Create(cublasLtHandle_t handle, cons
   plan->a_ = ds.a;
   plan->b_ = ds.b;
   plan->c_ = ds.c;
-  bool usable = false;
-  if (algo.valid) {
-    cublasLtMatmulHeuristicResult_t check{};
-    usable = cublasLtMatmulAlgoCheck(handle, ds.op, ds.a, ds.b, ds.c, ds.c, &algo.algo, &check) ==
-                 CUBLAS_STATUS_SUCCESS &&
-             check.workspaceSize <= ws;
-    if (usable) plan->algo_ = algo.algo;
-  }
+  const bool usable = algo.valid && plan->Accepts(handle, algo.algo, ws);
+  if (usable) plan->algo_ = algo.algo;
   if (!usable) {
     SURGE_ASSIGN_OR_RETURN(auto cands, Heuristics(handle, ds, desc, ws, 1));
     plan->algo_ = cands[0].algo;
@@ -189,12 +191,26 @@ GemmPlan::~GemmPlan() {
 Status GemmPlan::Run(cublasLtHandle_t handle, const void* x, const void* w, const void* bias,
                      const void* residual, void* y, void* ws, size_t ws_bytes,
                      cudaStream_t stream) const {
+  return RunWith(algo_, handle, x, w, bias, residual, y, ws, ws_bytes, stream);
+}
+
+bool GemmPlan::Accepts(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo,
+                       size_t ws_bytes) const {
+  cublasLtMatmulHeuristicResult_t check{};
+  return cublasLtMatmulAlgoCheck(handle, op_, a_, b_, c_, c_, &algo, &check) ==
+             CUBLAS_STATUS_SUCCESS &&
+         check.workspaceSize <= ws_bytes;
+}
+
+Status GemmPlan::RunWith(const cublasLtMatmulAlgo_t& algo, cublasLtHandle_t handle, const void* x,
+                         const void* w, const void* bias, const void* residual, void* y, void* ws,
+                         size_t ws_bytes, cudaStream_t stream) const {
   if (desc_.epilogue != GemmEpilogue::kNone) SURGE_RETURN_IF_ERROR(SetBias(op_, bias));
   const float alpha = 1.f;
   const float beta = desc_.residual ? 1.f : 0.f;
   const void* c = desc_.residual ? residual : y;
   SURGE_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(handle, op_, &alpha, w, a_, x, b_, &beta, c, c_, y,
-                                              c_, &algo_, ws, ws_bytes, stream));
+                                              c_, &algo, ws, ws_bytes, stream));
   return Status::Ok();
 }
 
@@ -259,7 +275,8 @@ std::vector<GemmAlgo> SplitKVariants(const GemmDesc& desc, const std::vector<Gem
 }  // namespace
 
 Result<std::vector<float>> TimeInterleaved(const std::vector<std::function<Status()>>& runs,
-                                           cudaStream_t stream, std::vector<Status>* failures) {
+                                           cudaStream_t stream, std::vector<Status>* failures,
+                                           int rounds) {
   const size_t n = runs.size();
   std::vector<Status> failed(n, Status::Ok());
   std::vector<std::vector<float>> samples(n);
@@ -281,14 +298,14 @@ Result<std::vector<float>> TimeInterleaved(const std::vector<std::function<Statu
       *us = ms * 1000.f / static_cast<float>(reps);
       return Status::Ok();
     };
-    // One call each for an estimate, then kTimingRounds rounds of one sample per run.
+    // One call each for an estimate, then `rounds` rounds of one sample per run.
     std::vector<int> reps(n, 0);
     for (size_t i = 0; i < n; ++i) {
       float estimate = 0;
       SURGE_RETURN_IF_ERROR(sample(i, 1, &estimate));
       reps[i] = std::clamp(static_cast<int>(kSampleUs / std::max(estimate, 1.f)), 2, 24);
     }
-    for (int round = 0; round < kTimingRounds; ++round) {
+    for (int round = 0; round < rounds; ++round) {
       for (size_t i = 0; i < n; ++i) {
         if (!failed[i].ok()) continue;
         float us = 0;
@@ -314,6 +331,57 @@ Result<std::vector<float>> TimeInterleaved(const std::vector<std::function<Statu
   return medians;
 }
 
+Result<std::vector<float>> ScreenCandidates(const std::vector<std::function<Status()>>& runs,
+                                            cudaStream_t stream) {
+  const size_t n = runs.size();
+  std::vector<float> out(n, std::numeric_limits<float>::infinity());
+  if (n == 0) return out;
+  // Calls per candidate from the first working one's time: about kScreenUs of device time, 1 to
+  // 4 calls.
+  float first = std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < n && !std::isfinite(first); ++i) {
+    std::vector<Status> failed;
+    SURGE_ASSIGN_OR_RETURN(const std::vector<float> t,
+                           TimeInterleaved({runs[i]}, stream, &failed, 1));
+    first = t[0];
+  }
+  if (!std::isfinite(first)) return out;
+  const int reps = std::clamp(static_cast<int>(kScreenUs / std::max(first, 1.f)), 1, 4);
+  std::vector<cudaEvent_t> ev(2 * kScreenBatch, nullptr);
+  auto body = [&]() -> Status {
+    for (cudaEvent_t& e : ev) SURGE_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
+    for (size_t b0 = 0; b0 < n; b0 += kScreenBatch) {
+      const size_t b1 = std::min(n, b0 + kScreenBatch);
+      // The whole batch queued behind one delay, so that the device, not the host's launch
+      // rate, sets each candidate's time.
+      SURGE_CUDA_RETURN_IF_ERROR(
+          DelayRun({kDelayPerRunNs * static_cast<int64_t>((b1 - b0) * reps + 2)}, nullptr, stream));
+      std::vector<bool> failed(b1 - b0, false);
+      for (size_t i = b0; i < b1; ++i) {
+        SURGE_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[2 * (i - b0)], stream));
+        for (int r = 0; r < reps && !failed[i - b0]; ++r) failed[i - b0] = !runs[i]().ok();
+        SURGE_CUDA_RETURN_IF_ERROR(cudaEventRecord(ev[2 * (i - b0) + 1], stream));
+      }
+      SURGE_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(ev[2 * (b1 - b0 - 1) + 1]));
+      for (size_t i = b0; i < b1; ++i) {
+        if (failed[i - b0]) continue;
+        float ms = 0;
+        SURGE_CUDA_RETURN_IF_ERROR(
+            cudaEventElapsedTime(&ms, ev[2 * (i - b0)], ev[2 * (i - b0) + 1]));
+        out[i] = ms * 1000.f / static_cast<float>(reps);
+      }
+    }
+    return Status::Ok();
+  };
+  const Status st = body();
+  cudaStreamSynchronize(stream);
+  for (cudaEvent_t e : ev) {
+    if (e) cudaEventDestroy(e);
+  }
+  SURGE_RETURN_IF_ERROR(st);
+  return out;
+}
+
 Result<float> TimeBackToBack(const std::function<Status()>& run, cudaStream_t stream) {
   std::vector<Status> failed;
   SURGE_ASSIGN_OR_RETURN(const std::vector<float> us, TimeInterleaved({run}, stream, &failed));
@@ -321,85 +389,351 @@ Result<float> TimeBackToBack(const std::function<Status()>& run, cudaStream_t st
   return us[0];
 }
 
+namespace {
+
+// Candidate configurations, each once (by its bytes).
+struct CandidateList {
+  std::vector<GemmAlgo> algos;
+  std::vector<bool> heuristic;  // proposed by cuBLASLt's heuristic
+  std::unordered_map<std::string, size_t> index;
+
+  bool Add(const GemmAlgo& a, bool from_heuristic) {
+    std::string bytes(reinterpret_cast<const char*>(&a.algo), sizeof(a.algo));
+    auto [it, fresh] = index.emplace(std::move(bytes), algos.size());
+    if (!fresh) {
+      if (from_heuristic) heuristic[it->second] = true;
+      return false;
+    }
+    algos.push_back(a);
+    heuristic.push_back(from_heuristic);
+    return true;
+  }
+};
+
+template <class T>
+std::vector<T> CapArray(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
+  size_t bytes = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS ||
+      bytes == 0) {
+    return {};
+  }
+  std::vector<T> v(bytes / sizeof(T));
+  size_t written = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, v.data(), v.size() * sizeof(T), &written) !=
+      CUBLAS_STATUS_SUCCESS) {
+    return {};
+  }
+  v.resize(written / sizeof(T));
+  return v;
+}
+
+template <class T>
+T CapValue(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
+  T v{};
+  size_t written = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, &v, sizeof(v), &written) !=
+      CUBLAS_STATUS_SUCCESS) {
+    return T{};
+  }
+  return v;
+}
+
+template <class T>
+bool SetConfig(cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t attr, T v) {
+  return cublasLtMatmulAlgoConfigSetAttribute(algo, attr, &v, sizeof(v)) == CUBLAS_STATUS_SUCCESS;
+}
+
+// The neighbours of `a`: `a` with one of its tile, thread-block cluster shape, custom option or
+// (few rows) K split changed, as far as `plan` accepts them. Returns how many were new.
+size_t AddNeighbours(cublasLtHandle_t handle, const GemmPlan& plan, size_t ws,
+                     const cublasLtMatmulAlgo_t& a, CandidateList* list) {
+  const GemmDesc& desc = plan.desc();
+  size_t added = 0;
+  auto add = [&](const cublasLtMatmulAlgo_t& v) {
+    if (!plan.Accepts(handle, v, ws)) return;
+    GemmAlgo g;
+    g.valid = true;
+    g.algo = v;
+    added += list->Add(g, false) ? 1 : 0;
+  };
+  for (uint32_t tile : CapArray<uint32_t>(a, CUBLASLT_ALGO_CAP_TILE_IDS)) {
+    cublasLtMatmulAlgo_t v = a;
+    if (SetConfig(&v, CUBLASLT_ALGO_CONFIG_TILE_ID, tile)) add(v);
+  }
+  // Let the library choose, or one of the small shapes (larger ones never won where measured).
+  for (uint16_t cluster :
+       {uint16_t{CUBLASLT_CLUSTER_SHAPE_AUTO}, uint16_t{CUBLASLT_CLUSTER_SHAPE_1x1x1},
+        uint16_t{CUBLASLT_CLUSTER_SHAPE_2x1x1}, uint16_t{CUBLASLT_CLUSTER_SHAPE_1x2x1}}) {
+    cublasLtMatmulAlgo_t v = a;
+    if (SetConfig(&v, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, cluster)) add(v);
+  }
+  const int32_t custom_max =
+      std::min(CapValue<int32_t>(a, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX), 15);
+  for (int32_t custom = 0; custom <= custom_max; ++custom) {
+    cublasLtMatmulAlgo_t v = a;
+    if (SetConfig(&v, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, static_cast<uint32_t>(custom))) add(v);
+  }
+  if (desc.m <= kSmallGemmRows && CapValue<int32_t>(a, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT) != 0) {
+    const uint32_t schemes = CapValue<uint32_t>(a, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK);
+    for (int32_t split : {1, 2, 4, 8}) {
+      if (desc.k / split < 128) break;
+      // float32 partial sums where offered, so splitting K adds no FP16 rounding.
+      uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+      if (split > 1) {
+        scheme = (schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)
+                     ? uint32_t{CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE}
+                 : (schemes & CUBLASLT_REDUCTION_SCHEME_INPLACE)
+                     ? uint32_t{CUBLASLT_REDUCTION_SCHEME_INPLACE}
+                     : uint32_t{CUBLASLT_REDUCTION_SCHEME_NONE};
+        if (scheme == CUBLASLT_REDUCTION_SCHEME_NONE) break;
+      }
+      cublasLtMatmulAlgo_t v = a;
+      if (SetConfig(&v, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, split) &&
+          SetConfig(&v, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, scheme)) {
+        add(v);
+      }
+    }
+  }
+  return added;
+}
+
+// Random operands of one GEMM shape on the device, one set of descriptors, and the ways to time
+// candidate configurations on them.
+class TacticBench {
+ public:
+  TacticBench(cublasLtHandle_t handle, const GemmDesc& desc, size_t ws_bytes, cudaStream_t stream)
+      : handle_(handle), desc_(desc), ws_bytes_(ws_bytes), stream_(stream) {}
+  ~TacticBench() {
+    cudaStreamSynchronize(stream_);
+    for (void* p : buf_) cudaFree(p);
+    cudaFree(staging_);
+    cudaFree(ws_);
+  }
+
+  Status Init() {
+    // Random operands (never zeros: they can run faster than real data).
+    const int64_t n_x = desc_.m * desc_.k, n_w = desc_.k * desc_.n;
+    n_y_ = desc_.m * desc_.n;
+    const int64_t n_max = std::max({n_x, n_w, n_y_});
+    host_.resize(static_cast<size_t>(std::min<int64_t>(n_max, 1 << 20)));
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> dist(-1.f, 1.f);
+    for (float& v : host_) v = dist(rng);
+    const int64_t sizes[5] = {n_x, n_w, desc_.n, n_y_, n_y_};
+    SURGE_CUDA_RETURN_IF_ERROR(
+        cudaMalloc(reinterpret_cast<void**>(&staging_), host_.size() * sizeof(float)));
+    SURGE_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(staging_, host_.data(), host_.size() * sizeof(float), cudaMemcpyHostToDevice));
+    for (int i = 0; i < 5; ++i) {
+      SURGE_CUDA_RETURN_IF_ERROR(cudaMalloc(&buf_[i], sizes[i] * 2));
+      for (int64_t off = 0; off < sizes[i]; off += static_cast<int64_t>(host_.size())) {
+        const int64_t cnt = std::min<int64_t>(host_.size(), sizes[i] - off);
+        SURGE_CUDA_RETURN_IF_ERROR(ConvertFromFloat32(
+            desc_.dtype, staging_, static_cast<char*>(buf_[i]) + off * 2, cnt, stream_));
+      }
+    }
+    if (ws_bytes_) SURGE_CUDA_RETURN_IF_ERROR(cudaMalloc(&ws_, ws_bytes_));
+    SURGE_ASSIGN_OR_RETURN(plan_, GemmPlan::Create(handle_, desc_, GemmAlgo{}, ws_bytes_));
+    return Status::Ok();
+  }
+
+  const GemmPlan& plan() const { return *plan_; }
+
+  Status Run(const cublasLtMatmulAlgo_t& algo) const {
+    return plan_->RunWith(algo, handle_, buf_[0], buf_[1], buf_[2], buf_[3], buf_[4], ws_,
+                          ws_bytes_, stream_);
+  }
+
+  // Which of `which` run: each accepted one is called once; one whose call fails is left out.
+  Result<std::vector<size_t>> Runnable(const CandidateList& list,
+                                       const std::vector<size_t>& which) {
+    std::vector<size_t> ok;
+    for (size_t c : which) {
+      if (!plan_->Accepts(handle_, list.algos[c].algo, ws_bytes_)) continue;
+      if (!Run(list.algos[c].algo).ok()) {
+        cudaStreamSynchronize(stream_);
+        cudaGetLastError();  // the next candidate must not inherit a failed launch's error
+        continue;
+      }
+      ok.push_back(c);
+    }
+    SURGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return ok;
+  }
+
+  std::vector<std::function<Status()>> Runs(const CandidateList& list,
+                                            const std::vector<size_t>& which) const {
+    std::vector<std::function<Status()>> runs;
+    for (size_t c : which) {
+      runs.push_back([this, a = list.algos[c].algo] { return Run(a); });
+    }
+    return runs;
+  }
+
+  // The first values of candidate c's output (as float32), to compare configurations.
+  Status Output(const cublasLtMatmulAlgo_t& algo, std::vector<float>* y) {
+    SURGE_RETURN_IF_ERROR(Run(algo));
+    const int64_t cnt = std::min<int64_t>(n_y_, static_cast<int64_t>(host_.size()));
+    SURGE_CUDA_RETURN_IF_ERROR(ConvertToFloat32(desc_.dtype, buf_[4], staging_, cnt, stream_));
+    y->resize(static_cast<size_t>(cnt));
+    SURGE_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(y->data(), staging_, cnt * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    SURGE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    return Status::Ok();
+  }
+
+ private:
+  cublasLtHandle_t handle_;
+  GemmDesc desc_;
+  size_t ws_bytes_;
+  cudaStream_t stream_;
+  int64_t n_y_ = 0;
+  std::vector<float> host_;
+  void* buf_[5] = {};  // x, w, bias, residual, y
+  float* staging_ = nullptr;
+  void* ws_ = nullptr;
+  std::unique_ptr<GemmPlan> plan_;
+};
+
+// A configuration the heuristic did not propose, chosen over every one it did, is used only if
+// its output matches the heuristic's own first choice on the same operands (relative L2 error
+// within kOutsiderTolerance): such configurations are rarely run, and a wrong one would otherwise
+// win on speed alone. One that does not match gets +infinity, with a warning.
+constexpr double kOutsiderTolerance = 1e-2;
+
+Status CheckOutsiders(TacticBench& bench, const CandidateList& list,
+                      const std::vector<size_t>& timed, std::vector<float>* us) {
+  float heuristic_best = std::numeric_limits<float>::infinity();
+  size_t reference = list.algos.size();
+  for (size_t j = 0; j < timed.size(); ++j) {
+    if (!list.heuristic[timed[j]]) continue;
+    heuristic_best = std::min(heuristic_best, (*us)[j]);
+    if (reference == list.algos.size() && std::isfinite((*us)[j])) reference = timed[j];
+  }
+  std::vector<size_t> outsiders;  // positions in `timed`
+  for (size_t j = 0; j < timed.size(); ++j) {
+    if (!list.heuristic[timed[j]] && (*us)[j] < heuristic_best) outsiders.push_back(j);
+  }
+  if (outsiders.empty()) return Status::Ok();
+  std::sort(outsiders.begin(), outsiders.end(),
+            [&](size_t a, size_t b) { return (*us)[a] < (*us)[b]; });
+  std::vector<float> ref, y;
+  if (reference != list.algos.size()) {
+    SURGE_RETURN_IF_ERROR(bench.Output(list.algos[reference].algo, &ref));
+  }
+  for (size_t j : outsiders) {
+    double err = std::numeric_limits<double>::infinity();
+    if (!ref.empty()) {
+      SURGE_RETURN_IF_ERROR(bench.Output(list.algos[timed[j]].algo, &y));
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < ref.size() && i < y.size(); ++i) {
+        diff += (static_cast<double>(y[i]) - ref[i]) * (static_cast<double>(y[i]) - ref[i]);
+        norm += static_cast<double>(ref[i]) * ref[i];
+      }
+      if (y.size() == ref.size()) err = std::sqrt(diff / std::max(norm, 1e-30));
+    }
+    if (err <= kOutsiderTolerance) break;  // the fastest that matches; slower ones cannot win
+    SURGE_LOG_WARN(
+        "GEMM {}: cuBLASLt configuration {} differs from the heuristic's choice (relative error "
+        "{:.3g}); not used",
+        bench.plan().desc().Key(), list.algos[timed[j]].ToHex(), err);
+    (*us)[j] = std::numeric_limits<float>::infinity();
+  }
+  return Status::Ok();
+}
+
+// The positions of the `n` smallest finite values of `v`, smallest first.
+std::vector<size_t> Fastest(const std::vector<float>& v, size_t n) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (std::isfinite(v[i])) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+  if (order.size() > n) order.resize(n);
+  return order;
+}
+
+}  // namespace
+
 Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t ws_bytes,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, TacticSearch search, TuneReport* report) {
   // Few rows leave most multiprocessors idle with cuBLASLt's usual tiles: look wider and try
   // splitting K across CTAs as well.
   const bool small = desc.m <= kSmallGemmRows && desc.n * desc.k >= kSplitKMinWeights;
-  SURGE_ASSIGN_OR_RETURN(auto cands, GemmHeuristics(handle, desc, ws_bytes, small ? 16 : 12));
-  if (small) {
-    std::vector<GemmAlgo> split = SplitKVariants(desc, cands);
-    cands.insert(cands.end(), split.begin(), split.end());
+  CandidateList list;
+  {
+    SURGE_ASSIGN_OR_RETURN(auto top, GemmHeuristics(handle, desc, ws_bytes, small ? 16 : 12));
+    if (small) {
+      std::vector<GemmAlgo> split = SplitKVariants(desc, top);
+      top.insert(top.end(), split.begin(), split.end());
+    }
+    for (const GemmAlgo& a : top) list.Add(a, true);
   }
-  // Random operands (never zeros: they can run faster than real data).
-  const int64_t n_x = desc.m * desc.k, n_w = desc.k * desc.n, n_y = desc.m * desc.n;
-  const int64_t n_max = std::max({n_x, n_w, n_y});
-  std::vector<float> host(static_cast<size_t>(std::min<int64_t>(n_max, 1 << 20)));
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  for (float& v : host) v = dist(rng);
-  void* buf[5] = {};  // x, w, bias, residual, y
-  float* staging = nullptr;
-  void* ws = nullptr;
-  auto cleanup = [&] {
-    for (void* p : buf) cudaFree(p);
-    cudaFree(staging);
-    cudaFree(ws);
-  };
-  auto body = [&]() -> Result<GemmAlgo> {
-    const int64_t sizes[5] = {n_x, n_w, desc.n, n_y, n_y};
-    SURGE_CUDA_RETURN_IF_ERROR(
-        cudaMalloc(reinterpret_cast<void**>(&staging), host.size() * sizeof(float)));
-    SURGE_CUDA_RETURN_IF_ERROR(
-        cudaMemcpy(staging, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
-    for (int i = 0; i < 5; ++i) {
-      SURGE_CUDA_RETURN_IF_ERROR(cudaMalloc(&buf[i], sizes[i] * 2));
-      for (int64_t off = 0; off < sizes[i]; off += static_cast<int64_t>(host.size())) {
-        const int64_t cnt = std::min<int64_t>(host.size(), sizes[i] - off);
-        SURGE_CUDA_RETURN_IF_ERROR(ConvertFromFloat32(
-            desc.dtype, staging, static_cast<char*>(buf[i]) + off * 2, cnt, stream));
+  TacticBench bench(handle, desc, ws_bytes, stream);
+  SURGE_RETURN_IF_ERROR(bench.Init());
+  std::vector<size_t> all(list.algos.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  SURGE_ASSIGN_OR_RETURN(const std::vector<size_t> heuristic, bench.Runnable(list, all));
+  std::vector<size_t> timed = heuristic;  // the heuristic's candidates are always timed in full
+  size_t screened = 0;
+  if (search == TacticSearch::kFull) {
+    // Neighbourhood search: screen the heuristic's candidates, then twice the neighbours of the
+    // fastest kSearchSeeds so far (one setting changed at a time), then time the fastest
+    // kScreenKeep found in full beside the heuristic's own.
+    std::vector<size_t> pool;  // candidates screened, and their rough times
+    std::vector<float> rough;
+    auto screen = [&](const std::vector<size_t>& which) -> Status {
+      SURGE_ASSIGN_OR_RETURN(const std::vector<size_t> ok, bench.Runnable(list, which));
+      SURGE_ASSIGN_OR_RETURN(const std::vector<float> t,
+                             ScreenCandidates(bench.Runs(list, ok), stream));
+      pool.insert(pool.end(), ok.begin(), ok.end());
+      rough.insert(rough.end(), t.begin(), t.end());
+      screened += ok.size();
+      return Status::Ok();
+    };
+    SURGE_RETURN_IF_ERROR(screen(heuristic));
+    std::vector<bool> expanded(list.algos.size(), false);
+    for (int step = 0; step < kSearchSteps; ++step) {
+      const size_t before = list.algos.size();
+      for (size_t j : Fastest(rough, kSearchSeeds)) {
+        const size_t c = pool[j];
+        if (expanded[c]) continue;
+        expanded[c] = true;
+        AddNeighbours(handle, bench.plan(), ws_bytes, list.algos[c].algo, &list);
       }
+      expanded.resize(list.algos.size(), false);
+      std::vector<size_t> fresh;
+      for (size_t c = before; c < list.algos.size(); ++c) fresh.push_back(c);
+      if (fresh.empty()) break;
+      SURGE_RETURN_IF_ERROR(screen(fresh));
     }
-    if (ws_bytes) SURGE_CUDA_RETURN_IF_ERROR(cudaMalloc(&ws, ws_bytes));
-    // Candidates that run (three calls each) are then timed together, in rounds.
-    std::vector<std::unique_ptr<GemmPlan>> plans;
-    std::vector<const GemmAlgo*> ran;
-    for (const GemmAlgo& cand : cands) {
-      auto plan_or = GemmPlan::Create(handle, desc, cand, ws_bytes);
-      if (!plan_or.ok()) continue;
-      std::unique_ptr<GemmPlan> plan = std::move(*plan_or);
-      if (std::memcmp(&plan->algo(), &cand.algo, sizeof(cand.algo)) != 0) continue;
-      bool failed = false;
-      for (int i = 0; i < 3 && !failed; ++i) {
-        failed =
-            !plan->Run(handle, buf[0], buf[1], buf[2], buf[3], buf[4], ws, ws_bytes, stream).ok();
-      }
-      if (failed) continue;
-      plans.push_back(std::move(plan));
-      ran.push_back(&cand);
+    for (size_t j : Fastest(rough, kScreenKeep)) {
+      if (!list.heuristic[pool[j]]) timed.push_back(pool[j]);
     }
-    std::vector<std::function<Status()>> runs;
-    for (const auto& plan : plans) {
-      runs.push_back([&, p = plan.get()] {
-        return p->Run(handle, buf[0], buf[1], buf[2], buf[3], buf[4], ws, ws_bytes, stream);
-      });
+  }
+  SURGE_ASSIGN_OR_RETURN(std::vector<float> us, TimeInterleaved(bench.Runs(list, timed), stream));
+  SURGE_RETURN_IF_ERROR(CheckOutsiders(bench, list, timed, &us));
+  GemmAlgo best, best_heuristic;
+  for (size_t j = 0; j < timed.size(); ++j) {
+    if (!std::isfinite(us[j])) continue;
+    const GemmAlgo& a = list.algos[timed[j]];
+    if (!best.valid || us[j] < best.time_us) {
+      best = a;
+      best.time_us = us[j];
     }
-    SURGE_ASSIGN_OR_RETURN(const std::vector<float> us, TimeInterleaved(runs, stream));
-    GemmAlgo best;
-    for (size_t i = 0; i < us.size(); ++i) {
-      if (!std::isfinite(us[i])) continue;
-      if (!best.valid || us[i] < best.time_us) {
-        best = *ran[i];
-        best.time_us = us[i];
-      }
+    if (list.heuristic[timed[j]] && (!best_heuristic.valid || us[j] < best_heuristic.time_us)) {
+      best_heuristic = a;
+      best_heuristic.time_us = us[j];
     }
-    if (!best.valid) return InternalError("GEMM {}: no candidate algorithm ran", desc.Key());
-    return best;
-  };
-  auto result = body();
-  cudaStreamSynchronize(stream);
-  cleanup();
-  return result;
+  }
+  if (report != nullptr) {
+    report->candidates = list.algos.size();
+    report->heuristic_candidates = heuristic.size();
+    report->screened = screened;
+    report->heuristic_best = best_heuristic;
+  }
+  if (!best.valid) return InternalError("GEMM {}: no candidate algorithm ran", desc.Key());
+  return best;
 }
 
 std::string DeviceKey() {

@@ -62,6 +62,14 @@ class GemmPlan {
   Status Run(cublasLtHandle_t handle, const void* x, const void* w, const void* bias,
              const void* residual, void* y, void* workspace, size_t workspace_bytes,
              cudaStream_t stream) const;
+  // Run with another algorithm for the same descriptors (tactic timing); `algo` must have passed
+  // Accepts.
+  Status RunWith(const cublasLtMatmulAlgo_t& algo, cublasLtHandle_t handle, const void* x,
+                 const void* w, const void* bias, const void* residual, void* y, void* workspace,
+                 size_t workspace_bytes, cudaStream_t stream) const;
+  // Whether cuBLASLt runs `algo` on these descriptors within `workspace_bytes`.
+  bool Accepts(cublasLtHandle_t handle, const cublasLtMatmulAlgo_t& algo,
+               size_t workspace_bytes) const;
   const GemmDesc& desc() const { return desc_; }
   const cublasLtMatmulAlgo_t& algo() const { return algo_; }
 
@@ -77,13 +85,31 @@ class GemmPlan {
 Result<std::vector<GemmAlgo>> GemmHeuristics(cublasLtHandle_t handle, const GemmDesc& desc,
                                              size_t workspace_bytes, int max_candidates);
 
-// Times the top heuristic candidates (with split-K variants when few rows meet a large weight) on
-// random operands of `desc`'s shape and returns the fastest. Each sample is a run of back-to-back
-// launches queued behind a delay kernel and timed with CUDA events (median of three, the
-// candidates sampled in rounds: TimeInterleaved), so the time is the device's, as in a
-// CUDA-graph replay, not the host's launch rate. Needs a GPU.
+// How widely TuneGemm looks. kHeuristic: cuBLASLt's top heuristic candidates (16 and split-K
+// variants where few rows meet a large weight, else 12). kFull also searches their
+// neighbourhood: the configurations with one of tile, thread-block cluster shape, custom option
+// or (few rows) K split changed, around the fastest four so far, twice, each screened quickly
+// (ScreenCandidates), the fastest eight then timed in full beside the heuristic's own. A few
+// hundred configurations, 0.5 to 3.5 s per GEMM shape on an H100 (each new configuration loads
+// its kernel once). A configuration the heuristic did not propose is chosen only if its output
+// matches the heuristic's first choice on the same operands.
+enum class TacticSearch { kHeuristic, kFull };
+
+// What a tuning looked at.
+struct TuneReport {
+  size_t candidates = 0;            // configurations considered
+  size_t heuristic_candidates = 0;  // of which the heuristic's (that ran)
+  size_t screened = 0;              // screened by a full search
+  GemmAlgo heuristic_best;          // the fastest of the heuristic's, with its time
+};
+
+// Times the candidates of `search` on random operands of `desc`'s shape and returns the fastest.
+// Each sample is a run of back-to-back launches queued behind a delay kernel and timed with CUDA
+// events (median of three, the candidates sampled in rounds: TimeInterleaved), so the time is the
+// device's, as in a CUDA-graph replay, not the host's launch rate. Needs a GPU.
 Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t workspace_bytes,
-                          cudaStream_t stream);
+                          cudaStream_t stream, TacticSearch search = TacticSearch::kHeuristic,
+                          TuneReport* report = nullptr);
 
 // Device time of one call of `run`, in microseconds: one call for an estimate, then the median of
 // three samples of back-to-back calls (about 300 us each, 2 to 24 calls) queued behind a delay
@@ -95,10 +121,18 @@ Result<float> TimeBackToBack(const std::function<Status()>& run, cudaStream_t st
 // sample of each candidate in turn), so that a passing change of the device's pace (clocks, power,
 // another process) lands in one sample of several candidates instead of in every sample of one and
 // the medians compare like with like. A candidate whose call fails gets +infinity (its status in
-// `failures` when given); errors of the timing itself are returned.
+// `failures` when given); errors of the timing itself are returned. `rounds` samples each (the
+// median is taken).
 Result<std::vector<float>> TimeInterleaved(const std::vector<std::function<Status()>>& runs,
                                            cudaStream_t stream,
-                                           std::vector<Status>* failures = nullptr);
+                                           std::vector<Status>* failures = nullptr, int rounds = 3);
+
+// A quick first pass over many candidates: each one's device time (us) from 1 to 4 back-to-back
+// calls (about 20 us, from the first candidate's time), batches of candidates queued behind one
+// delay kernel and timed with an event pair each; +infinity for a failed call. Noisier than
+// TimeInterleaved: it ranks candidates for it, it does not replace it.
+Result<std::vector<float>> ScreenCandidates(const std::vector<std::function<Status()>>& runs,
+                                            cudaStream_t stream);
 
 // What a tuning is valid for: the current device's architecture and name and cuBLASLt's version.
 std::string DeviceKey();

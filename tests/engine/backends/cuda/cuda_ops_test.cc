@@ -428,6 +428,76 @@ TEST_P(CudaOpTest, TunedGemmIsUsable) {
   cublasLtDestroy(lt);
 }
 
+// The full tactic search: it considers more than the heuristic's candidates, finds nothing slower
+// than their best (both timed in the same rounds), and the configuration it picks runs and matches
+// the reference, for few rows (K split variants) and many, with a residual and with GELU.
+TEST_P(CudaOpTest, FullTacticSearchPicksAWorkingConfiguration) {
+  cublasLtHandle_t lt = nullptr;
+  ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+  const size_t ws_bytes = 32 << 20;
+  DeviceTensor ws(ws_bytes);
+  struct Case {
+    int64_t m, k, n;
+    bool gelu, residual;
+  };
+  for (const Case& c : {Case{96, 1024, 512, false, true}, Case{1000, 256, 384, true, false}}) {
+    GemmDesc d{
+        dt(),       c.m,  c.n, c.k, c.gelu ? GemmEpilogue::kBiasGeluTanh : GemmEpilogue::kBias,
+        c.residual, false};
+    TuneReport report;
+    auto algo = TuneGemm(lt, d, ws_bytes, nullptr, TacticSearch::kFull, &report);
+    ASSERT_TRUE(algo.ok()) << algo.status().ToString();
+    EXPECT_GT(report.heuristic_candidates, 0u);
+    EXPECT_GT(report.candidates, report.heuristic_candidates) << d.Key();
+    EXPECT_GT(report.screened, report.heuristic_candidates) << d.Key();
+    ASSERT_TRUE(report.heuristic_best.valid);
+    EXPECT_GT(algo->time_us, 0.f);
+    EXPECT_LE(algo->time_us, report.heuristic_best.time_us);
+    auto plan = GemmPlan::Create(lt, d, *algo, ws_bytes);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(std::memcmp(&(*plan)->algo(), &algo->algo, sizeof(algo->algo)), 0);
+    Tensor x = Random({c.m, c.k}, rng_, dt()), w = Random({c.k, c.n}, rng_, dt(), -0.1f, 0.1f);
+    Tensor b = Random({c.n}, rng_, dt()), r = Random({c.m, c.n}, rng_, dt());
+    DeviceTensor dx(x, dt()), dw(w, dt()), db(b, dt()), dr(r, dt()), dy(c.m * c.n * 2);
+    ASSERT_TRUE((*plan)
+                    ->Run(lt, dx.get(), dw.get(), db.get(), c.residual ? dr.get() : nullptr,
+                          dy.get(), ws.get(), ws_bytes, nullptr)
+                    .ok());
+    auto ref =
+        Reference(Fused("Linear", {{"activation", std::string(c.gelu ? "gelu_tanh" : "none")}}),
+                  std::vector<Tensor>{x, w, b, c.residual ? r : Tensor()});
+    EXPECT_LT(RelError(dy.Download({c.m, c.n}, dt()), ref[0]), Tolerance(dt())) << d.Key();
+  }
+  cublasLtDestroy(lt);
+}
+
+// The quick screen of a full search: candidates that hold the stream longer measure longer, across
+// batches of candidates, and a failing one gets +infinity.
+TEST(CudaTiming, ScreenRanksCandidatesByDeviceTime) {
+  SURGE_SKIP_WITHOUT_GPU();
+  std::vector<std::function<Status()>> runs;
+  for (int i = 0; i < 70; ++i) {
+    const int64_t ns = i % 2 == 0 ? 40000 : 10000;
+    if (i == 5) {
+      runs.push_back([] { return UnimplementedError("refused"); });
+      continue;
+    }
+    runs.push_back([ns]() -> Status {
+      if (DelayRun({ns}, nullptr, nullptr) != cudaSuccess) return InternalError("DelayRun failed");
+      return Status::Ok();
+    });
+  }
+  auto us = ScreenCandidates(runs, nullptr);
+  ASSERT_TRUE(us.ok()) << us.status().ToString();
+  ASSERT_EQ(us->size(), runs.size());
+  EXPECT_TRUE(std::isinf((*us)[5]));
+  for (size_t i = 0; i + 1 < runs.size(); i += 2) {
+    if (i + 1 == 5) continue;
+    EXPECT_GT((*us)[i], 2.f * (*us)[i + 1]) << i;
+    EXPECT_GT((*us)[i + 1], 5.f) << i + 1;
+  }
+}
+
 // Tactic timing in rounds: each candidate's median is its own (a kernel that holds the stream four
 // times longer measures longer), a candidate whose call fails is set apart with its status, and the
 // single-candidate form returns that status.
