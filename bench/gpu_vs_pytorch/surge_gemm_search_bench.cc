@@ -21,12 +21,23 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<int64_t> ParseList(const std::string& s) {
-  std::vector<int64_t> out;
+// Positive integers, comma-separated; false (with nothing parsed) for anything else.
+bool ParseList(const std::string& s, std::vector<int64_t>* out) {
+  out->clear();
   std::stringstream ss(s);
   std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stoll(item));
-  return out;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      return false;
+    }
+    if (used != item.size() || v <= 0) return false;
+    out->push_back(v);
+  }
+  return !out->empty();
 }
 
 template <class T>
@@ -52,20 +63,41 @@ int Main(int argc, char** argv) {
   std::vector<int64_t> rows = {128, 16384};
   int64_t hidden = 768, ffn = 3072;
   std::vector<bool> layouts = {false, true};
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
+  const char* usage =
+      "usage: surge_gemm_search_bench [--rows 128,16384] [--hidden 768] [--ffn 3072] "
+      "[--layouts kn,nk]\n";
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n%s", flag.c_str(), usage);
+      return 2;
+    }
+    const std::string value = argv[i + 1];
+    std::vector<int64_t> list;
+    bool ok = true;
     if (flag == "--rows") {
-      rows = ParseList(value);
-    } else if (flag == "--hidden") {
-      hidden = std::stoll(value);
-    } else if (flag == "--ffn") {
-      ffn = std::stoll(value);
+      ok = ParseList(value, &rows);
+    } else if (flag == "--hidden" || flag == "--ffn") {
+      ok = ParseList(value, &list) && list.size() == 1;
+      if (ok) (flag == "--hidden" ? hidden : ffn) = list[0];
     } else if (flag == "--layouts") {
       layouts.clear();
-      if (value.find("kn") != std::string::npos) layouts.push_back(false);
-      if (value.find("nk") != std::string::npos) layouts.push_back(true);
+      std::stringstream ss(value);
+      std::string item;
+      while (ok && std::getline(ss, item, ',')) {
+        ok = item == "kn" || item == "nk";
+        layouts.push_back(item == "nk");
+      }
+      ok = ok && !layouts.empty();
     } else {
-      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
+      std::fprintf(stderr, "unknown flag %s\n%s", flag.c_str(), usage);
+      return 2;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "%s: bad value '%s' (%s)\n%s", flag.c_str(), value.c_str(),
+                   flag == "--layouts" ? "kn and/or nk, comma-separated"
+                                       : "positive integers, comma-separated",
+                   usage);
       return 2;
     }
   }

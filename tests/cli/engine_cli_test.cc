@@ -42,6 +42,10 @@ TEST_F(CliErrors, BuildBadFlags) {
   EXPECT_FAILS_WITH(
       Surge("build " + model + " -o " + Path("x.plan") + " --profile input_ids:1x1,8x128"),
       "three shapes");
+  EXPECT_FAILS_WITH(
+      Surge("build " + model + " -o " + Path("x.plan") + " --tactic-search exhaustive"),
+      "--tactic-search: exhaustive not in {heuristic,full}");
+  EXPECT_FALSE(fs::exists(Path("x.plan")));
 }
 
 TEST_F(CliErrors, InspectAndInferMissingFiles) {

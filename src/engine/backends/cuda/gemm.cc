@@ -229,26 +229,52 @@ Result<std::vector<GemmAlgo>> GemmHeuristics(cublasLtHandle_t handle, const Gemm
 
 namespace {
 
-// Copies of the split-K-capable candidates with K split 2, 4 and 8 ways (each part at least 128
-// deep).
-std::vector<GemmAlgo> SplitKVariants(const GemmDesc& desc, const std::vector<GemmAlgo>& cands) {
-  std::vector<GemmAlgo> out;
-  for (const GemmAlgo& c : cands) {
-    int32_t support = 0, current = 1;
-    uint32_t schemes = 0;
-    size_t written = 0;
-    if (cublasLtMatmulAlgoCapGetAttribute(&c.algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &support,
-                                          sizeof(support), &written) != CUBLAS_STATUS_SUCCESS ||
-        !support) {
-      continue;
-    }
-    cublasLtMatmulAlgoCapGetAttribute(&c.algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes,
-                                      sizeof(schemes), &written);
-    cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &current,
-                                         sizeof(current), &written);
-    if (current > 1) continue;
-    // float32 partial sums where offered, so splitting K adds no FP16 rounding.
-    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+template <class T>
+std::vector<T> CapArray(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
+  size_t bytes = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS ||
+      bytes == 0) {
+    return {};
+  }
+  std::vector<T> v(bytes / sizeof(T));
+  size_t written = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, v.data(), v.size() * sizeof(T), &written) !=
+      CUBLAS_STATUS_SUCCESS) {
+    return {};
+  }
+  v.resize(written / sizeof(T));
+  return v;
+}
+
+template <class T>
+T CapValue(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
+  T v{};
+  size_t written = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, &v, sizeof(v), &written) !=
+      CUBLAS_STATUS_SUCCESS) {
+    return T{};
+  }
+  return v;
+}
+
+template <class T>
+bool SetConfig(cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t attr, T v) {
+  return cublasLtMatmulAlgoConfigSetAttribute(algo, attr, &v, sizeof(v)) == CUBLAS_STATUS_SUCCESS;
+}
+
+// Few rows leave most multiprocessors idle with cuBLASLt's usual tiles: tuning looks wider and
+// tries splitting K across CTAs as well.
+bool FewRows(const GemmDesc& desc) {
+  return desc.m <= kSmallGemmRows && desc.n * desc.k >= kSplitKMinWeights;
+}
+
+// `v` with K split `split` ways (1: not split), with float32 partial sums where offered so that
+// splitting adds no FP16 rounding. False where `v` cannot split or reduce.
+bool WithSplitK(cublasLtMatmulAlgo_t* v, int32_t split) {
+  uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+  if (split > 1) {
+    if (CapValue<int32_t>(*v, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT) == 0) return false;
+    const uint32_t schemes = CapValue<uint32_t>(*v, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK);
     for (uint32_t s : {uint32_t{CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE},
                        uint32_t{CUBLASLT_REDUCTION_SCHEME_INPLACE}}) {
       if (schemes & s) {
@@ -256,17 +282,26 @@ std::vector<GemmAlgo> SplitKVariants(const GemmDesc& desc, const std::vector<Gem
         break;
       }
     }
-    if (scheme == CUBLASLT_REDUCTION_SCHEME_NONE) continue;
+    if (scheme == CUBLASLT_REDUCTION_SCHEME_NONE) return false;
+  }
+  return SetConfig(v, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, split) &&
+         SetConfig(v, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, scheme);
+}
+
+// Copies of the unsplit split-K-capable candidates with K split 2, 4 and 8 ways (each part at
+// least 128 deep).
+std::vector<GemmAlgo> SplitKVariants(const GemmDesc& desc, const std::vector<GemmAlgo>& cands) {
+  std::vector<GemmAlgo> out;
+  for (const GemmAlgo& c : cands) {
+    int32_t current = 1;
+    size_t written = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&c.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &current,
+                                         sizeof(current), &written);
+    if (current > 1) continue;
     for (int32_t split : {2, 4, 8}) {
       if (desc.k / split < 128) break;
       GemmAlgo v = c;
-      if (cublasLtMatmulAlgoConfigSetAttribute(&v.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split,
-                                               sizeof(split)) != CUBLAS_STATUS_SUCCESS ||
-          cublasLtMatmulAlgoConfigSetAttribute(&v.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
-                                               &scheme, sizeof(scheme)) != CUBLAS_STATUS_SUCCESS) {
-        continue;
-      }
-      out.push_back(v);
+      if (WithSplitK(&v.algo, split)) out.push_back(v);
     }
   }
   return out;
@@ -410,51 +445,17 @@ struct CandidateList {
   }
 };
 
-template <class T>
-std::vector<T> CapArray(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
-  size_t bytes = 0;
-  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, nullptr, 0, &bytes) != CUBLAS_STATUS_SUCCESS ||
-      bytes == 0) {
-    return {};
-  }
-  std::vector<T> v(bytes / sizeof(T));
-  size_t written = 0;
-  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, v.data(), v.size() * sizeof(T), &written) !=
-      CUBLAS_STATUS_SUCCESS) {
-    return {};
-  }
-  v.resize(written / sizeof(T));
-  return v;
-}
-
-template <class T>
-T CapValue(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoCapAttributes_t attr) {
-  T v{};
-  size_t written = 0;
-  if (cublasLtMatmulAlgoCapGetAttribute(&algo, attr, &v, sizeof(v), &written) !=
-      CUBLAS_STATUS_SUCCESS) {
-    return T{};
-  }
-  return v;
-}
-
-template <class T>
-bool SetConfig(cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t attr, T v) {
-  return cublasLtMatmulAlgoConfigSetAttribute(algo, attr, &v, sizeof(v)) == CUBLAS_STATUS_SUCCESS;
-}
-
 // The neighbours of `a`: `a` with one of its tile, thread-block cluster shape, custom option or
-// (few rows) K split changed, as far as `plan` accepts them. Returns how many were new.
-size_t AddNeighbours(cublasLtHandle_t handle, const GemmPlan& plan, size_t ws,
-                     const cublasLtMatmulAlgo_t& a, CandidateList* list) {
+// (few rows) K split changed, as far as `plan` accepts them.
+void AddNeighbours(cublasLtHandle_t handle, const GemmPlan& plan, size_t ws,
+                   const cublasLtMatmulAlgo_t& a, CandidateList* list) {
   const GemmDesc& desc = plan.desc();
-  size_t added = 0;
   auto add = [&](const cublasLtMatmulAlgo_t& v) {
     if (!plan.Accepts(handle, v, ws)) return;
     GemmAlgo g;
     g.valid = true;
     g.algo = v;
-    added += list->Add(g, false) ? 1 : 0;
+    list->Add(g, false);
   };
   for (uint32_t tile : CapArray<uint32_t>(a, CUBLASLT_ALGO_CAP_TILE_IDS)) {
     cublasLtMatmulAlgo_t v = a;
@@ -473,28 +474,13 @@ size_t AddNeighbours(cublasLtHandle_t handle, const GemmPlan& plan, size_t ws,
     cublasLtMatmulAlgo_t v = a;
     if (SetConfig(&v, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, static_cast<uint32_t>(custom))) add(v);
   }
-  if (desc.m <= kSmallGemmRows && CapValue<int32_t>(a, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT) != 0) {
-    const uint32_t schemes = CapValue<uint32_t>(a, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK);
+  if (desc.m <= kSmallGemmRows) {
     for (int32_t split : {1, 2, 4, 8}) {
       if (desc.k / split < 128) break;
-      // float32 partial sums where offered, so splitting K adds no FP16 rounding.
-      uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
-      if (split > 1) {
-        scheme = (schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)
-                     ? uint32_t{CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE}
-                 : (schemes & CUBLASLT_REDUCTION_SCHEME_INPLACE)
-                     ? uint32_t{CUBLASLT_REDUCTION_SCHEME_INPLACE}
-                     : uint32_t{CUBLASLT_REDUCTION_SCHEME_NONE};
-        if (scheme == CUBLASLT_REDUCTION_SCHEME_NONE) break;
-      }
       cublasLtMatmulAlgo_t v = a;
-      if (SetConfig(&v, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, split) &&
-          SetConfig(&v, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, scheme)) {
-        add(v);
-      }
+      if (WithSplitK(&v, split)) add(v);
     }
   }
-  return added;
 }
 
 // Random operands of one GEMM shape on the device, one set of descriptors, and the ways to time
@@ -570,7 +556,7 @@ class TacticBench {
     return runs;
   }
 
-  // The first values of candidate c's output (as float32), to compare configurations.
+  // The first values of `algo`'s output (as float32), to compare configurations.
   Status Output(const cublasLtMatmulAlgo_t& algo, std::vector<float>* y) {
     SURGE_RETURN_IF_ERROR(Run(algo));
     const int64_t cnt = std::min<int64_t>(n_y_, static_cast<int64_t>(host_.size()));
@@ -657,9 +643,7 @@ std::vector<size_t> Fastest(const std::vector<float>& v, size_t n) {
 
 Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t ws_bytes,
                           cudaStream_t stream, TacticSearch search, TuneReport* report) {
-  // Few rows leave most multiprocessors idle with cuBLASLt's usual tiles: look wider and try
-  // splitting K across CTAs as well.
-  const bool small = desc.m <= kSmallGemmRows && desc.n * desc.k >= kSplitKMinWeights;
+  const bool small = FewRows(desc);
   CandidateList list;
   {
     SURGE_ASSIGN_OR_RETURN(auto top, GemmHeuristics(handle, desc, ws_bytes, small ? 16 : 12));
@@ -682,8 +666,7 @@ Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t 
     // kScreenKeep found in full beside the heuristic's own.
     std::vector<size_t> pool;  // candidates screened, and their rough times
     std::vector<float> rough;
-    auto screen = [&](const std::vector<size_t>& which) -> Status {
-      SURGE_ASSIGN_OR_RETURN(const std::vector<size_t> ok, bench.Runnable(list, which));
+    auto screen = [&](const std::vector<size_t>& ok) -> Status {  // candidates that run
       SURGE_ASSIGN_OR_RETURN(const std::vector<float> t,
                              ScreenCandidates(bench.Runs(list, ok), stream));
       pool.insert(pool.end(), ok.begin(), ok.end());
@@ -704,8 +687,9 @@ Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t 
       expanded.resize(list.algos.size(), false);
       std::vector<size_t> fresh;
       for (size_t c = before; c < list.algos.size(); ++c) fresh.push_back(c);
-      if (fresh.empty()) break;
-      SURGE_RETURN_IF_ERROR(screen(fresh));
+      SURGE_ASSIGN_OR_RETURN(const std::vector<size_t> runnable, bench.Runnable(list, fresh));
+      if (runnable.empty()) break;
+      SURGE_RETURN_IF_ERROR(screen(runnable));
     }
     for (size_t j : Fastest(rough, kScreenKeep)) {
       if (!list.heuristic[pool[j]]) timed.push_back(pool[j]);
