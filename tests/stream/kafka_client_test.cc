@@ -313,6 +313,108 @@ TEST(KafkaClientTest, GroupOfTwoSharesPartitionsAndRebalancesWhenOneLeaves) {
   EXPECT_EQ(assignment->size(), 4u);
 }
 
+// A member whose rebalance handler fails for its partitions (it could not restore their state)
+// keeps them assigned but returns none of their records, even those already fetched when the
+// partitions are paused; once the group assigns them again and the handler succeeds, they are
+// read from where the group last committed.
+TEST(KafkaClientTest, AFailedAssignmentReturnsNothingUntilAssignedAgain) {
+  auto mc = StartCluster(1);
+  ASSERT_NE(mc, nullptr);
+  ASSERT_TRUE(mc->CreateTopic("blk", 2).ok());
+  auto producer = MakeProducer(*mc);
+  ASSERT_NE(producer, nullptr);
+  // The records wait before the first assignment, so fetching starts at once.
+  constexpr int kRecords = 200;
+  for (int i = 0; i < kRecords; ++i) {
+    ASSERT_TRUE(producer->Produce("blk", "k" + std::to_string(i), std::to_string(i)).ok());
+  }
+  ASSERT_TRUE(producer->Flush(kPatienceMs).ok());
+
+  struct Member {
+    std::unique_ptr<KafkaConsumer> consumer;
+    std::set<TopicPartition> owned;  // assigned with the handler's success
+    int assignments = 0;
+    bool fail_first = false;
+  };
+  auto handler = [](Member* m) {
+    return [m](RebalanceEvent& e) -> Status {
+      if (e.kind == RebalanceKind::kAssigned && m->fail_first && m->assignments++ == 0) {
+        return MakeStatus(StatusCode::kDataLoss, "state of {} partition(s) unreadable",
+                          e.partitions.size());
+      }
+      for (const auto& p : e.partitions) {
+        if (e.kind == RebalanceKind::kAssigned) {
+          m->owned.insert({p.topic, p.partition});
+        } else {
+          m->owned.erase({p.topic, p.partition});
+        }
+      }
+      return Status::Ok();
+    };
+  };
+  Member a, b;
+  a.fail_first = true;
+  a.consumer = MakeConsumer(*mc, "blk-group", handler(&a), "member-a");
+  ASSERT_NE(a.consumer, nullptr);
+  ASSERT_TRUE(a.consumer->Subscribe({"blk"}).ok());
+  std::map<int, int> reads;  // value -> times read
+  Status error;
+  ASSERT_TRUE(testing::WaitFor([&] { return !error.ok(); },
+                               [&] {
+                                 auto batch = a.consumer->Poll(64, 50);
+                                 if (!batch.ok()) {
+                                   error = batch.status();
+                                 } else {
+                                   for (const auto& msg : *batch) ++reads[std::stoi(msg.value)];
+                                 }
+                               }));
+  EXPECT_EQ(error.code(), StatusCode::kDataLoss) << error.ToString();
+  EXPECT_EQ(a.assignments, 1);
+  // Polling on returns nothing of the failed assignment.
+  testing::WaitFor([] { return false; },
+                   [&] {
+                     auto batch = a.consumer->Poll(64, 50);
+                     ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+                     for (const auto& msg : *batch) ++reads[std::stoi(msg.value)];
+                   },
+                   1500);
+  EXPECT_TRUE(reads.empty()) << reads.size() << " records of the failed assignment returned";
+
+  // A second member joins: the group assigns again, a's handler succeeds this time, and every
+  // record is read once, by the member that owns its partition.
+  b.consumer = MakeConsumer(*mc, "blk-group", handler(&b), "member-b");
+  ASSERT_NE(b.consumer, nullptr);
+  ASSERT_TRUE(b.consumer->Subscribe({"blk"}).ok());
+  auto poll = [&](Member& m) {
+    auto batch = m.consumer->Poll(64, 50);
+    ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+    std::map<TopicPartition, int64_t> next;
+    for (const auto& msg : *batch) {
+      TopicPartition tp{msg.topic, msg.partition};
+      EXPECT_TRUE(m.owned.count(tp)) << "read a partition it does not own: " << ToString(tp);
+      ++reads[std::stoi(msg.value)];
+      next[tp] = msg.offset + 1;
+    }
+    std::vector<TopicPartitionOffset> commit;
+    for (const auto& [tp, offset] : next) commit.push_back({tp.topic, tp.partition, offset});
+    Status s = m.consumer->Commit(commit);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  };
+  ASSERT_TRUE(testing::WaitFor([&] { return reads.size() == kRecords; },
+                               [&] {
+                                 poll(a);
+                                 poll(b);
+                               }))
+      << "read " << reads.size() << "; a owns " << a.owned.size() << ", b owns " << b.owned.size();
+  EXPECT_EQ(a.owned.size(), 1u);
+  EXPECT_EQ(b.owned.size(), 1u);
+  for (int i = 0; i < 5; ++i) {
+    poll(a);
+    poll(b);
+  }
+  for (const auto& [value, n] : reads) EXPECT_EQ(n, 1) << "value " << value << " read " << n;
+}
+
 TEST(KafkaClientTest, PinnedPropertiesAreRefusedWithTheReason) {
   ProducerOptions po;
   po.brokers = "127.0.0.1:1";

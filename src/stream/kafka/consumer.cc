@@ -26,6 +26,12 @@ struct KafkaConsumer::Impl : internal::ClientState {
   bool rebalanced = false;
   std::set<TopicPartition> revoked;
   Status handler_error;
+  // Partitions assigned while the rebalance handler failed for them: their records are dropped
+  // here until they are revoked or assigned again with the handler's success, since records
+  // fetched between the assign and the pause can still reach the queue.
+  std::set<TopicPartition> blocked;
+  // Partitions this consumer paused (a failed assignment), resumed when assigned again.
+  std::set<TopicPartition> paused;
 
   ~Impl() override {
     if (unanswered_commit != nullptr) rd_kafka_queue_destroy(unanswered_commit);
@@ -111,16 +117,32 @@ struct KafkaConsumer::Impl : internal::ClientState {
       } else {
         code = rd_kafka_assign(rk, list.get());
       }
-    } else if (cooperative) {
-      error = rd_kafka_incremental_unassign(rk, parts);
+      if (handler_failed) {
+        // The handler could not prepare these partitions (e.g. restore their state): keep them
+        // assigned, so the group stays consistent, but fetch and return nothing from them.
+        rd_kafka_pause_partitions(rk, list.get());
+        for (const auto& p : event.partitions) {
+          blocked.insert({p.topic, p.partition});
+          paused.insert({p.topic, p.partition});
+        }
+      } else if (std::any_of(event.partitions.begin(), event.partitions.end(),
+                             [&](const TopicPartitionOffset& p) {
+                               return paused.count({p.topic, p.partition}) > 0;
+                             })) {
+        // Assigned again, and prepared this time: fetch from them again.
+        rd_kafka_resume_partitions(rk, list.get());
+        for (const auto& p : event.partitions) {
+          blocked.erase({p.topic, p.partition});
+          paused.erase({p.topic, p.partition});
+        }
+      }
     } else {
-      code = rd_kafka_assign(rk, nullptr);
-    }
-    if (handler_failed && event.kind == RebalanceKind::kAssigned) {
-      // The handler could not prepare these partitions (e.g. restore their state): keep them
-      // assigned, so the group stays consistent, but fetch nothing from them.
-      internal::PartitionListPtr list = internal::ToList(event.partitions);
-      rd_kafka_pause_partitions(rk, list.get());
+      if (cooperative) {
+        error = rd_kafka_incremental_unassign(rk, parts);
+      } else {
+        code = rd_kafka_assign(rk, nullptr);
+      }
+      for (const auto& p : event.partitions) blocked.erase({p.topic, p.partition});
     }
     if (error != nullptr) {
       SURGE_LOG_ERROR("kafka consumer {}: applying the rebalance failed: {}", rd_kafka_name(rk),
@@ -240,6 +262,12 @@ Result<std::vector<Message>> KafkaConsumer::Poll(size_t max_messages, int timeou
       wait = static_cast<int>(std::max<int64_t>(0, left));
     }
     rd_kafka_message_t* rkm = rd_kafka_consumer_poll(m.rk, wait);
+    if (rkm != nullptr && !m.blocked.empty() && rkm->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        m.blocked.count({rkm->rkt ? rd_kafka_topic_name(rkm->rkt) : "", rkm->partition}) > 0) {
+      // Fetched before the pause took hold; not ours to apply (see Impl::blocked).
+      rd_kafka_message_destroy(rkm);
+      rkm = nullptr;
+    }
     if (m.rebalanced) {
       if (!m.revoked.empty()) {
         std::erase_if(out, [&](const Message& msg) {
