@@ -37,7 +37,8 @@ struct ConsumerOptions {
   std::string auto_offset_reset = "earliest";
   // A non-OK return makes the current Poll return that error (its records are not returned, nor
   // committed); the assignment change still happens, but partitions whose kAssigned handler
-  // failed are paused: nothing is read from them.
+  // failed are paused: nothing of them is returned, not even records fetched before the pause,
+  // until the group assigns them again and the handler succeeds.
   RebalanceHandler on_rebalance;
 
   static ConsumerOptions FromUri(const KafkaUri& uri);
