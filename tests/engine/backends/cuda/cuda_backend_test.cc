@@ -616,6 +616,39 @@ TEST_F(CudaEncoderTest, LeftPaddingFallsBackToPadded) {
   EXPECT_LT(RelError(out[1], ref[1]), 1e-2);
 }
 
+// Masks with gaps (real tokens after padding, first token real): the packed form takes the real
+// tokens wherever they are and matches the padded reference on each of them.
+TEST_F(CudaEncoderTest, MaskWithGapsPacksEveryRealToken) {
+  auto g = MakeEncoder(rng_);
+  const int64_t B = 3, S = 24;
+  Batch batch = MakeBatch(rng_, B, S, {S, S, S});
+  int64_t* mask = batch.inputs[1].data_as<int64_t>();
+  for (int64_t s = 0; s < S; ++s) {
+    mask[0 * S + s] = s % 3 != 2;        // every third token padding
+    mask[1 * S + s] = s < 5 || s >= 20;  // a run of padding inside
+    mask[2 * S + s] = s < 17;            // padded on the right
+  }
+  batch.real_rows.clear();
+  for (int64_t r = 0; r < B * S; ++r) {
+    if (mask[r] != 0) batch.real_rows.push_back(r);
+  }
+  auto ref = RunReference(*g, batch.inputs);
+  auto engine = Build(g, Config(true));
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  auto ctx = (*engine)->CreateContext();
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  for (int rep = 0; rep < 2; ++rep) {  // eager, then the captured graph
+    std::vector<Tensor> out;
+    Status st = (*ctx)->Execute(batch.inputs, &out);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_LT(RelError(out[0], ref[0], kH, batch.real_rows), 1e-2) << "rep " << rep;
+    EXPECT_LT(RelError(out[1], ref[1]), 1e-2) << "rep " << rep;
+    // A padding token inside a row is not written in the packed form.
+    EXPECT_EQ(out[0].data_as<float>()[(0 * S + 2) * kH], 0.f);
+    EXPECT_EQ(out[0].data_as<float>()[(1 * S + 10) * kH], 0.f);
+  }
+}
+
 TEST_F(CudaEncoderTest, BadInputsAndBudget) {
   auto g = MakeEncoder(rng_);
   auto engine = Build(g, Config(true));
@@ -626,6 +659,21 @@ TEST_F(CudaEncoderTest, BadInputsAndBudget) {
   std::vector<Tensor> out;
   Status st = (*ctx)->Execute(batch.inputs, &out);
   EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.ToString();
+  EXPECT_NE(st.message().find("at flat index 5"), std::string::npos) << st.message();
+  batch.inputs[0].data_as<int64_t>()[5] = -1;
+  st = (*ctx)->Execute(batch.inputs, &out);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.ToString();
+  EXPECT_NE(st.message().find("-1 at flat index 5"), std::string::npos) << st.message();
+  batch.inputs[0].data_as<int64_t>()[5] = int64_t{1} << 40;
+  batch.inputs[0].data_as<int64_t>()[9] = -(int64_t{1} << 40);
+  st = (*ctx)->Execute(batch.inputs, &out);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.ToString();
+  EXPECT_NE(st.message().find("does not fit int32"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("at index 5"), std::string::npos) << st.message();
+  batch.inputs[0].data_as<int64_t>()[5] = 1;
+  batch.inputs[0].data_as<int64_t>()[9] = kVocab - 1;  // the largest valid id
+  st = (*ctx)->Execute(batch.inputs, &out);
+  EXPECT_TRUE(st.ok()) << "the context runs on after refused inputs: " << st.ToString();
   Batch big = MakeBatch(rng_, 9, 8, std::vector<int64_t>(9, 8));
   EXPECT_EQ((*ctx)->Execute(big.inputs, &out).code(), StatusCode::kOutOfRange);
   // A budget that holds the weights but not a context.
