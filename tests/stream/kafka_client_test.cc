@@ -335,6 +335,7 @@ TEST(KafkaClientTest, AFailedAssignmentReturnsNothingUntilAssignedAgain) {
     std::set<TopicPartition> owned;  // assigned with the handler's success
     int assignments = 0;
     bool fail_first = false;
+    int read = 0;  // records returned to this member
   };
   auto handler = [](Member* m) {
     return [m](RebalanceEvent& e) -> Status {
@@ -380,8 +381,11 @@ TEST(KafkaClientTest, AFailedAssignmentReturnsNothingUntilAssignedAgain) {
                    1500);
   EXPECT_TRUE(reads.empty()) << reads.size() << " records of the failed assignment returned";
 
-  // A second member joins: the group assigns again, a's handler succeeds this time, and every
-  // record is read once, by the member that owns its partition.
+  // A second member joins: the group assigns again and a's handler succeeds this time, so a
+  // reads again (only from partitions it owns), and every record is read. A record may be read
+  // twice where the group rebalanced again before its commit landed (at least once, as Kafka
+  // promises across a rebalance); the exactly-once path is the checkpointed one
+  // (kafka_resume_test.cc).
   b.consumer = MakeConsumer(*mc, "blk-group", handler(&b), "member-b");
   ASSERT_NE(b.consumer, nullptr);
   ASSERT_TRUE(b.consumer->Subscribe({"blk"}).ok());
@@ -393,26 +397,27 @@ TEST(KafkaClientTest, AFailedAssignmentReturnsNothingUntilAssignedAgain) {
       TopicPartition tp{msg.topic, msg.partition};
       EXPECT_TRUE(m.owned.count(tp)) << "read a partition it does not own: " << ToString(tp);
       ++reads[std::stoi(msg.value)];
+      ++m.read;
       next[tp] = msg.offset + 1;
     }
     std::vector<TopicPartitionOffset> commit;
     for (const auto& [tp, offset] : next) commit.push_back({tp.topic, tp.partition, offset});
     Status s = m.consumer->Commit(commit);
-    EXPECT_TRUE(s.ok()) << s.ToString();
+    // Refused only while the group is rebalancing (its records are then read again).
+    EXPECT_TRUE(s.ok() || s.message().find("REBALANCE_IN_PROGRESS") != std::string::npos ||
+                s.message().find("ILLEGAL_GENERATION") != std::string::npos)
+        << s.ToString();
   };
-  ASSERT_TRUE(testing::WaitFor([&] { return reads.size() == kRecords; },
-                               [&] {
-                                 poll(a);
-                                 poll(b);
-                               }))
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return reads.size() == kRecords && a.owned.size() == 1 && b.owned.size() == 1; },
+      [&] {
+        poll(a);
+        poll(b);
+      }))
       << "read " << reads.size() << "; a owns " << a.owned.size() << ", b owns " << b.owned.size();
-  EXPECT_EQ(a.owned.size(), 1u);
-  EXPECT_EQ(b.owned.size(), 1u);
-  for (int i = 0; i < 5; ++i) {
-    poll(a);
-    poll(b);
-  }
-  for (const auto& [value, n] : reads) EXPECT_EQ(n, 1) << "value " << value << " read " << n;
+  EXPECT_GT(a.read, 0) << "a never read again after its partitions were assigned again";
+  EXPECT_GT(b.read, 0);
+  for (int v = 0; v < kRecords; ++v) EXPECT_GE(reads[v], 1) << "value " << v << " never read";
 }
 
 TEST(KafkaClientTest, PinnedPropertiesAreRefusedWithTheReason) {
