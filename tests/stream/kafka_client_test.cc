@@ -222,6 +222,57 @@ TEST(KafkaClientTest, DestructionEndsWithTheCoordinatorGoneAndACommitOutstanding
 // Two members share four partitions; when one leaves, the other gets all four. Each member
 // commits after every batch (as a stage does after its checkpoint), so the group reads every
 // record exactly once, and never a partition it does not own.
+// A member of a consumer group in these tests: the partitions it owns (kept by its rebalance
+// handler, Track), the rebalance events it saw and how many records were returned to it.
+struct GroupMember {
+  std::unique_ptr<KafkaConsumer> consumer;
+  std::set<TopicPartition> owned;  // assigned with the handler's success
+  std::vector<RebalanceKind> events;
+  int assignments = 0;
+  int read = 0;
+  bool fail_first_assignment = false;  // as an unreadable checkpoint would
+};
+
+RebalanceHandler Track(GroupMember* m) {
+  return [m](RebalanceEvent& e) -> Status {
+    m->events.push_back(e.kind);
+    if (e.kind == RebalanceKind::kAssigned && m->assignments++ == 0 && m->fail_first_assignment) {
+      return MakeStatus(StatusCode::kDataLoss, "state of {} partition(s) unreadable",
+                        e.partitions.size());
+    }
+    for (const auto& p : e.partitions) {
+      if (e.kind == RebalanceKind::kAssigned) {
+        m->owned.insert({p.topic, p.partition});
+      } else {
+        m->owned.erase({p.topic, p.partition});
+      }
+    }
+    return Status::Ok();
+  };
+}
+
+// One poll of `m`: each record (its value an integer) counted in `reads` and checked to come
+// from a partition `m` owns, then the batch committed. A commit refused because the group is
+// rebalancing passes where `rebalance_may_refuse` (the refused records are read again).
+void PollAndCommit(GroupMember& m, std::map<int, int>* reads, bool rebalance_may_refuse = false) {
+  auto batch = m.consumer->Poll(64, 50);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  std::map<TopicPartition, int64_t> next;
+  for (const auto& msg : *batch) {
+    TopicPartition tp{msg.topic, msg.partition};
+    EXPECT_TRUE(m.owned.count(tp)) << "read a partition it does not own: " << ToString(tp);
+    ++(*reads)[std::stoi(msg.value)];
+    ++m.read;
+    next[tp] = msg.offset + 1;
+  }
+  std::vector<TopicPartitionOffset> commit;
+  for (const auto& [tp, offset] : next) commit.push_back({tp.topic, tp.partition, offset});
+  Status s = m.consumer->Commit(commit);
+  const bool mid_rebalance = s.message().find("REBALANCE_IN_PROGRESS") != std::string::npos ||
+                             s.message().find("ILLEGAL_GENERATION") != std::string::npos;
+  EXPECT_TRUE(s.ok() || (rebalance_may_refuse && mid_rebalance)) << s.ToString();
+}
+
 TEST(KafkaClientTest, GroupOfTwoSharesPartitionsAndRebalancesWhenOneLeaves) {
   auto mc = StartCluster(2);
   ASSERT_NE(mc, nullptr);
@@ -229,47 +280,15 @@ TEST(KafkaClientTest, GroupOfTwoSharesPartitionsAndRebalancesWhenOneLeaves) {
   auto producer = MakeProducer(*mc);
   ASSERT_NE(producer, nullptr);
 
-  struct Member {
-    std::unique_ptr<KafkaConsumer> consumer;
-    std::set<TopicPartition> owned;
-    std::vector<RebalanceKind> events;
-  };
   std::map<int, int> reads;  // value -> times read by the group
-  Member a, b;
-  auto handler = [](Member* m) {
-    return [m](RebalanceEvent& e) -> Status {
-      m->events.push_back(e.kind);
-      for (const auto& p : e.partitions) {
-        if (e.kind == RebalanceKind::kAssigned) {
-          m->owned.insert({p.topic, p.partition});
-        } else {
-          m->owned.erase({p.topic, p.partition});
-        }
-      }
-      return Status::Ok();
-    };
-  };
-  a.consumer = MakeConsumer(*mc, "grp-group", handler(&a), "member-a");
-  b.consumer = MakeConsumer(*mc, "grp-group", handler(&b), "member-b");
+  GroupMember a, b;
+  a.consumer = MakeConsumer(*mc, "grp-group", Track(&a), "member-a");
+  b.consumer = MakeConsumer(*mc, "grp-group", Track(&b), "member-b");
   ASSERT_NE(a.consumer, nullptr);
   ASSERT_NE(b.consumer, nullptr);
   ASSERT_TRUE(a.consumer->Subscribe({"grp"}).ok());
   ASSERT_TRUE(b.consumer->Subscribe({"grp"}).ok());
-  auto poll = [&](Member& m) {
-    auto batch = m.consumer->Poll(64, 50);
-    ASSERT_TRUE(batch.ok()) << batch.status().ToString();
-    std::map<TopicPartition, int64_t> next;
-    for (const auto& msg : *batch) {
-      TopicPartition tp{msg.topic, msg.partition};
-      EXPECT_TRUE(m.owned.count(tp)) << "read a partition it does not own: " << ToString(tp);
-      ++reads[std::stoi(msg.value)];
-      next[tp] = msg.offset + 1;
-    }
-    std::vector<TopicPartitionOffset> commit;
-    for (const auto& [tp, offset] : next) commit.push_back({tp.topic, tp.partition, offset});
-    Status s = m.consumer->Commit(commit);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-  };
+  auto poll = [&](GroupMember& m) { PollAndCommit(m, &reads); };
   // Records go in only once the group is stable, so no batch straddles a rebalance.
   ASSERT_TRUE(testing::WaitFor([&] { return a.owned.size() == 2 && b.owned.size() == 2; },
                                [&] {
@@ -330,32 +349,9 @@ TEST(KafkaClientTest, AFailedAssignmentReturnsNothingUntilAssignedAgain) {
   }
   ASSERT_TRUE(producer->Flush(kPatienceMs).ok());
 
-  struct Member {
-    std::unique_ptr<KafkaConsumer> consumer;
-    std::set<TopicPartition> owned;  // assigned with the handler's success
-    int assignments = 0;
-    bool fail_first = false;
-    int read = 0;  // records returned to this member
-  };
-  auto handler = [](Member* m) {
-    return [m](RebalanceEvent& e) -> Status {
-      if (e.kind == RebalanceKind::kAssigned && m->fail_first && m->assignments++ == 0) {
-        return MakeStatus(StatusCode::kDataLoss, "state of {} partition(s) unreadable",
-                          e.partitions.size());
-      }
-      for (const auto& p : e.partitions) {
-        if (e.kind == RebalanceKind::kAssigned) {
-          m->owned.insert({p.topic, p.partition});
-        } else {
-          m->owned.erase({p.topic, p.partition});
-        }
-      }
-      return Status::Ok();
-    };
-  };
-  Member a, b;
-  a.fail_first = true;
-  a.consumer = MakeConsumer(*mc, "blk-group", handler(&a), "member-a");
+  GroupMember a, b;
+  a.fail_first_assignment = true;
+  a.consumer = MakeConsumer(*mc, "blk-group", Track(&a), "member-a");
   ASSERT_NE(a.consumer, nullptr);
   ASSERT_TRUE(a.consumer->Subscribe({"blk"}).ok());
   std::map<int, int> reads;  // value -> times read
@@ -386,28 +382,10 @@ TEST(KafkaClientTest, AFailedAssignmentReturnsNothingUntilAssignedAgain) {
   // twice where the group rebalanced again before its commit landed (at least once, as Kafka
   // promises across a rebalance); the exactly-once path is the checkpointed one
   // (kafka_resume_test.cc).
-  b.consumer = MakeConsumer(*mc, "blk-group", handler(&b), "member-b");
+  b.consumer = MakeConsumer(*mc, "blk-group", Track(&b), "member-b");
   ASSERT_NE(b.consumer, nullptr);
   ASSERT_TRUE(b.consumer->Subscribe({"blk"}).ok());
-  auto poll = [&](Member& m) {
-    auto batch = m.consumer->Poll(64, 50);
-    ASSERT_TRUE(batch.ok()) << batch.status().ToString();
-    std::map<TopicPartition, int64_t> next;
-    for (const auto& msg : *batch) {
-      TopicPartition tp{msg.topic, msg.partition};
-      EXPECT_TRUE(m.owned.count(tp)) << "read a partition it does not own: " << ToString(tp);
-      ++reads[std::stoi(msg.value)];
-      ++m.read;
-      next[tp] = msg.offset + 1;
-    }
-    std::vector<TopicPartitionOffset> commit;
-    for (const auto& [tp, offset] : next) commit.push_back({tp.topic, tp.partition, offset});
-    Status s = m.consumer->Commit(commit);
-    // Refused only while the group is rebalancing (its records are then read again).
-    EXPECT_TRUE(s.ok() || s.message().find("REBALANCE_IN_PROGRESS") != std::string::npos ||
-                s.message().find("ILLEGAL_GENERATION") != std::string::npos)
-        << s.ToString();
-  };
+  auto poll = [&](GroupMember& m) { PollAndCommit(m, &reads, /*rebalance_may_refuse=*/true); };
   ASSERT_TRUE(testing::WaitFor(
       [&] { return reads.size() == kRecords && a.owned.size() == 1 && b.owned.size() == 1; },
       [&] {

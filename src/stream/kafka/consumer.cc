@@ -26,12 +26,10 @@ struct KafkaConsumer::Impl : internal::ClientState {
   bool rebalanced = false;
   std::set<TopicPartition> revoked;
   Status handler_error;
-  // Partitions assigned while the rebalance handler failed for them: their records are dropped
-  // here until they are revoked or assigned again with the handler's success, since records
-  // fetched between the assign and the pause can still reach the queue.
-  std::set<TopicPartition> blocked;
-  // Partitions this consumer paused (a failed assignment), resumed when assigned again.
-  std::set<TopicPartition> paused;
+  // Partitions this consumer paused because the rebalance handler failed for their assignment:
+  // resumed when assigned again with the handler's success, and until then their records are
+  // dropped in Poll, since records fetched between the assign and the pause can still arrive.
+  std::set<TopicPartition> failed;
 
   ~Impl() override {
     if (unanswered_commit != nullptr) rd_kafka_queue_destroy(unanswered_commit);
@@ -121,28 +119,19 @@ struct KafkaConsumer::Impl : internal::ClientState {
         // The handler could not prepare these partitions (e.g. restore their state): keep them
         // assigned, so the group stays consistent, but fetch and return nothing from them.
         rd_kafka_pause_partitions(rk, list.get());
-        for (const auto& p : event.partitions) {
-          blocked.insert({p.topic, p.partition});
-          paused.insert({p.topic, p.partition});
-        }
+        for (const auto& p : event.partitions) failed.insert({p.topic, p.partition});
       } else if (std::any_of(event.partitions.begin(), event.partitions.end(),
                              [&](const TopicPartitionOffset& p) {
-                               return paused.count({p.topic, p.partition}) > 0;
+                               return failed.count({p.topic, p.partition}) > 0;
                              })) {
         // Assigned again, and prepared this time: fetch from them again.
         rd_kafka_resume_partitions(rk, list.get());
-        for (const auto& p : event.partitions) {
-          blocked.erase({p.topic, p.partition});
-          paused.erase({p.topic, p.partition});
-        }
+        for (const auto& p : event.partitions) failed.erase({p.topic, p.partition});
       }
+    } else if (cooperative) {
+      error = rd_kafka_incremental_unassign(rk, parts);
     } else {
-      if (cooperative) {
-        error = rd_kafka_incremental_unassign(rk, parts);
-      } else {
-        code = rd_kafka_assign(rk, nullptr);
-      }
-      for (const auto& p : event.partitions) blocked.erase({p.topic, p.partition});
+      code = rd_kafka_assign(rk, nullptr);
     }
     if (error != nullptr) {
       SURGE_LOG_ERROR("kafka consumer {}: applying the rebalance failed: {}", rd_kafka_name(rk),
@@ -262,26 +251,20 @@ Result<std::vector<Message>> KafkaConsumer::Poll(size_t max_messages, int timeou
       wait = static_cast<int>(std::max<int64_t>(0, left));
     }
     rd_kafka_message_t* rkm = rd_kafka_consumer_poll(m.rk, wait);
-    if (rkm != nullptr && !m.blocked.empty() && rkm->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
-        m.blocked.count({rkm->rkt ? rd_kafka_topic_name(rkm->rkt) : "", rkm->partition}) > 0) {
-      // Fetched before the pause took hold; not ours to apply (see Impl::blocked).
-      rd_kafka_message_destroy(rkm);
-      rkm = nullptr;
+    // revoked is filled only by a rebalance during this Poll.
+    if (!m.revoked.empty()) {
+      std::erase_if(out, [&](const Message& msg) {
+        return m.revoked.count({msg.topic, msg.partition}) > 0;
+      });
     }
-    if (m.rebalanced) {
-      if (!m.revoked.empty()) {
-        std::erase_if(out, [&](const Message& msg) {
-          return m.revoked.count({msg.topic, msg.partition}) > 0;
-        });
-      }
-      if (rkm != nullptr) {
-        // A record fetched before the callback of a partition now revoked is not ours to apply.
-        const char* topic = rkm->rkt ? rd_kafka_topic_name(rkm->rkt) : "";
-        if (rkm->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
-            m.revoked.count({topic, rkm->partition}) > 0) {
-          rd_kafka_message_destroy(rkm);
-          rkm = nullptr;
-        }
+    if (rkm != nullptr && rkm->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        (!m.revoked.empty() || !m.failed.empty())) {
+      // Not ours to apply: fetched before the callback of a partition now revoked, or before
+      // the pause of a failed assignment took hold.
+      const TopicPartition tp{rkm->rkt ? rd_kafka_topic_name(rkm->rkt) : "", rkm->partition};
+      if (m.revoked.count(tp) > 0 || m.failed.count(tp) > 0) {
+        rd_kafka_message_destroy(rkm);
+        rkm = nullptr;
       }
     }
     if (rkm == nullptr) {
