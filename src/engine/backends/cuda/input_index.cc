@@ -1,6 +1,5 @@
 #include "engine/backends/cuda/input_index.h"
 
-#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -73,16 +72,8 @@ int64_t PackRealTokens(const int32_t* mask, int64_t B, int64_t S, int32_t* cu_se
     cls[b] = static_cast<int32_t>(t);
     const int32_t* m = mask + b * S;
     const int32_t base = static_cast<int32_t>(b * S);
-    int32_t real = 0, leading = 0;
-    for (int64_t s = 0; s < S; ++s) real += m[s] != 0;
-    for (int32_t s = 0; s < real; ++s) leading += m[s] != 0;
-    if (leading == real) {  // padded on the right, the usual case: the first `real` tokens
-      for (int32_t s = 0; s < real; ++s) row_index[t + s] = base + s;
-      t += real;
-      continue;
-    }
-    // Every token is written at t, and t moves on past the real ones only (t <= b * S + s,
-    // inside the array).
+    // Branch-free: every token is written at t, and t moves on past the real ones only
+    // (t <= b * S + s, inside the array).
     for (int64_t s = 0; s < S; ++s) {
       row_index[t] = base + static_cast<int32_t>(s);
       t += m[s] != 0;

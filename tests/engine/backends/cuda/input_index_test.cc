@@ -87,10 +87,10 @@ TEST(InputIndex, PackRealTokensMatchesAPerTokenLoop) {
       const int64_t len = rng() % (S + 1);
       for (int64_t s = 0; s < S; ++s) {
         int32_t real = 0;
-        if (kind == 0) real = s < len;          // padded on the right
-        if (kind == 1) real = rng() % 3 != 0;   // gaps anywhere
-        if (kind == 2) real = s >= S - len;     // padded on the left
-        if (kind == 3) real = s < len ? 2 : 0;  // another non-zero value for real
+        if (kind == 0) real = s < len;                         // padded on the right
+        if (kind == 1) real = rng() % 3 != 0;                  // gaps anywhere
+        if (kind == 2) real = s >= S - len;                    // padded on the left
+        if (kind == 3) real = s < len ? (s % 2 ? 2 : -1) : 0;  // other non-zero values
         mask[b * S + s] = real;
       }
     }
