@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "engine/backends/cuda/device_math.cuh"
 #include "engine/backends/cuda/mma.cuh"
 #include "persistent_gemm_chain.h"
 
@@ -117,10 +118,6 @@ __device__ __forceinline__ void LoadA(uint32_t dst, const __half* a, int k, int 
   }
 }
 
-__device__ __forceinline__ float Gelu(float x) {
-  return 0.5f * x * (1.f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-}
-
 template <int KB>
 __global__ void __launch_bounds__(kThreads, 1) PersistentGemmChain(Params p) {
   constexpr int kKBlock = KB, kStages = kStagesOf<KB>, kALd = kALdOf<KB>;
@@ -232,7 +229,7 @@ __global__ void __launch_bounds__(kThreads, 1) PersistentGemmChain(Params p) {
                       s.w + __high2float(b2[1])};
         if (ph.gelu) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) v[e] = Gelu(v[e]);
+          for (int e = 0; e < 4; ++e) v[e] = GeluTanh(v[e]);
         }
         const int64_t at = static_cast<int64_t>(row) * ph.n + col;
         if (ph.residual) {

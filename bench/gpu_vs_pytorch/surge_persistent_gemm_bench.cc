@@ -106,8 +106,7 @@ float TimeGraph(cudaGraphExec_t graph, cudaStream_t stream, int reps) {
 }
 
 std::vector<float> ToHost(const __half* d, size_t count) {
-  std::vector<uint16_t> h(count);
-  CHECK_CUDA(cudaMemcpy(h.data(), d, count * sizeof(__half), cudaMemcpyDeviceToHost));
+  const std::vector<uint16_t> h = HostBits(d, count);
   std::vector<float> f(count);
   for (size_t i = 0; i < count; ++i) {
     __half_raw x;
