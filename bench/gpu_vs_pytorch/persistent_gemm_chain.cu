@@ -30,6 +30,7 @@ struct Params {
   int clusters = 1;    // output-column slices
   size_t w_bytes = 0;  // one weight buffer
   ChainWork work = ChainWork::kFull;
+  bool stagger = false;  // ChainConfig::stagger
   // Optional: thread 0 of every CTA writes, per phase, the SM clock at kChainMarks points.
   long long* marks = nullptr;
 };
@@ -155,13 +156,18 @@ __global__ void __launch_bounds__(kThreads, 1) PersistentGemmChain(Params p) {
       const int tile = ph.n / p.clusters, kc = ph.k / p.cs, wld = kc + 8;
       const int n0 = cl * tile, k0 = rank * kc, nkb = kc / kKBlock;
       const int ntiles8 = tile / 8;
+      // The k-block the kb-th step of this cluster reads (ChainConfig::stagger).
+      const int shift = p.stagger ? cl % nkb : 0;
+      auto kblock_of = [&](int kb) { return kb + shift < nkb ? kb + shift : kb + shift - nkb; };
       if (ph_i + 1 < p.num_phases && warp == 0) {
         const int nb = (ph_i + 1) & 1;
         IssueWeights(p.phases[ph_i + 1], p, wbuf[nb], wbar[nb], cl, rank);
       }
       // Activation ring: stages 0..kStages-2 first, one group per k-block (empty past the end).
       for (int s = 0; s < kStages - 1; ++s) {
-        if (s < nkb) LoadA<KB>(ring + s * kChainRows * kALd * 2, ph.a, ph.k, k0 + s * kKBlock);
+        if (s < nkb) {
+          LoadA<KB>(ring + s * kChainRows * kALd * 2, ph.a, ph.k, k0 + kblock_of(s) * kKBlock);
+        }
         CpAsyncCommit();
       }
       float acc[kMaxTile / 8][4];
@@ -176,10 +182,11 @@ __global__ void __launch_bounds__(kThreads, 1) PersistentGemmChain(Params p) {
         const int next = kb + kStages - 1;
         if (next < nkb) {
           LoadA<KB>(ring + (next % kStages) * kChainRows * kALd * 2, ph.a, ph.k,
-                    k0 + next * kKBlock);
+                    k0 + kblock_of(next) * kKBlock);
         }
         CpAsyncCommit();
         const uint32_t as = ring + (kb % kStages) * kChainRows * kALd * 2;
+        const int wcol = kblock_of(kb) * kKBlock;
 #pragma unroll
         for (int kk = 0; kk < kKBlock / 16; ++kk) {
           uint32_t af[4];
@@ -188,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, 1) PersistentGemmChain(Params p) {
           for (int np = 0; np < kMaxTile / 16; ++np) {
             if (mma && np * 2 < ntiles8) {
               uint32_t bf[4];
-              LdMatrixX4(bf, wb + ((np * 16 + kb_row) * wld + kb * kKBlock + kk * 16 + kb_col) * 2);
+              LdMatrixX4(bf, wb + ((np * 16 + kb_row) * wld + wcol + kk * 16 + kb_col) * 2);
               Mma16816<__half>(acc[2 * np], af, bf[0], bf[1]);
               Mma16816<__half>(acc[2 * np + 1], af, bf[2], bf[3]);
             }
@@ -364,6 +371,7 @@ cudaError_t LaunchChain(const ChainConfig& config, const ChainPhase* phases, int
   p.clusters = config.clusters;
   p.w_bytes = config.w_bytes;
   p.work = work;
+  p.stagger = config.stagger;
   p.marks = marks;
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t lc = LaunchConfigOf(config, stream, &attr);

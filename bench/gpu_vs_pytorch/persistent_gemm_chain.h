@@ -42,6 +42,9 @@ struct ChainConfig {
   int clusters = 0;  // output-column slices
   size_t w_bytes = 0;
   size_t smem_bytes = 0;
+  // Each cluster walks its K range starting at k-block (cluster index mod the k-block count), so
+  // that clusters read different activation columns at a time rather than all the same ones.
+  bool stagger = false;
 };
 
 // The most clusters (at most sm_count / cs) that divide every phase's columns into slices of a

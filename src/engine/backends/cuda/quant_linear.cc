@@ -795,6 +795,12 @@ Status QuantLinearRunner::Init(const QuantLinears::Scratch& s) {
   return Status::Ok();
 }
 
+// The scratch: the quantised-input slots, then the accumulators.
+void* QuantLinearRunner::Accumulators() const {
+  if (acc_bytes_ == 0) return nullptr;
+  return static_cast<char*>(scratch_.get()) + xq_bytes_ * static_cast<size_t>(slots_);
+}
+
 void* QuantLinearRunner::Slot(int slot) const {
   return static_cast<char*>(scratch_.get()) + static_cast<size_t>(slot) * xq_bytes_;
 }
@@ -958,7 +964,7 @@ Status QuantLinearRunner::RunPlan(const QuantLinearOp& op, const QuantGemm& g, b
     }
     case QuantGemmMode::kInt32:
     case QuantGemmMode::kFloat32: {
-      void* acc = static_cast<char*>(scratch_.get()) + xq_bytes_;
+      void* acc = Accumulators();
       o.out = acc;
       SURGE_RETURN_IF_ERROR(g.Run(handle, o));
       DequantizeArgs da;

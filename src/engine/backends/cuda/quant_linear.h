@@ -231,6 +231,9 @@ class QuantLinearRunner {
   Result<QuantizedCopy> CopyTarget(const QuantLinearOp& consumer, int64_t rows) const;
   // The context's quantised-input buffer `slot` (0 or 1).
   void* Slot(int slot) const;
+  // The accumulating modes' INT32 / FP32 output (null when the scratch has none): apart from
+  // both slots, since a layer reading slot 1 may run in such a mode.
+  void* Accumulators() const;
   // The GEMM and its epilogue on the quantised input in slot op.in_slot; with op.fp8_out the
   // output is the next op's quantised input (slot op.out_slot) and `y` is not written.
   Status Gemm(const QuantLinearOp& op, cublasLtHandle_t handle, int64_t rows, const void* bias,

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <random>
+#include <thread>
 #include <utility>
 
 #include "engine/backends/cuda/attention_kernels.h"
@@ -390,59 +391,87 @@ void CheckLinear(const OpCase& c, uint32_t seed) {
   const bool tanh_gelu =
       (own || op.mode == QuantGemmMode::kFusedEpilogue) && c.act == Activation::kGelu;
   const double lip = (c.act == Activation::kGelu || c.act == Activation::kGeluTanh) ? 1.13 : 1.0;
+  // The checked rows in parallel blocks (the GPU machine has the cores; the sums are per block,
+  // added in block order).
+  struct Tally {
+    double worst_exact = 0, worst_bound = 0, dot = 0, na = 0, nb = 0;
+    int64_t saturated = 0, nonfinite = 0;
+  };
+  const int64_t blocks = std::min<int64_t>(nr, std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<Tally> tallies(blocks);
+  auto check_rows = [&](int64_t r0, int64_t r1, Tally& t) {
+    auto& [worst_exact, worst_bound, dot, na, nb, saturated, nonfinite] = t;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t i = rows[r];
+      for (int64_t j = 0; j < c.n; ++j) {
+        double acc = 0, mag = 0, qbound = 0;
+        for (int64_t p = 0; p < c.k; ++p) {
+          acc += xq[r * c.k + p] * wq[p * c.n + j];
+          mag += std::abs(xq[r * c.k + p] * wq[p * c.n + j]);
+          const double ax = std::abs(x[i * c.k + p]), aw = std::abs(w[p * c.n + j]);
+          if (int8) {
+            qbound += ax * op.w_scales[j] / 2 + aw * sx / 2 + sx * op.w_scales[j] / 4;
+          } else {
+            qbound += ax * aw * (0.0625 + 0.0625 + 0.004) + (aw * sx + ax * op.w_scales[0]) / 1024;
+          }
+        }
+        const double pre = acc + (c.bias ? bias[j] : 0.0);
+        double want = Act(c.act, pre, tanh_gelu) + (c.residual ? res[i * c.n + j] : 0.0);
+        double ref = ref32[r * c.n + j];
+        // An e4m3 output is the value at the next layer's step, saturating at 448 steps (never
+        // NaN): 2^-4 relative rounding plus the subnormal spacing 2^-9 of the step.
+        if (c.fp8_out) {
+          const double sat = 448.0 * out_step;
+          saturated += std::abs(want) > sat;
+          want = std::clamp(want, -sat, sat);
+          ref = std::clamp(ref, -sat, sat);
+        }
+        // An int8 output: the value in steps of the next layer, saturating at -128 .. 127 steps.
+        if (c.int8_out) {
+          const double lo = -128.0 * out_step8, hi = 127.0 * out_step8;
+          saturated += want < lo || want > hi;
+          want = std::clamp(want, lo, hi);
+          ref = std::clamp(ref, lo, hi);
+        }
+        const double got = c.fp8_out    ? E4m3ToFloatHost(y8[i * c.n + j]) * double{out_step}
+                           : c.int8_out ? static_cast<int8_t>(y8[i * c.n + j]) * double{out_step8}
+                                        : HalfToFloatHost(yh[i * c.n + j]);
+        // The cuBLASLt path rounds to FP16 before quantising: up to a step more than half of one.
+        const double out_round =
+            c.fp8_out    ? std::ldexp(std::abs(want), -4) + std::ldexp(double{out_step}, -9)
+            : c.int8_out ? double{out_step8} * (own ? 0.5 : 1.0) * 1.001
+                         : 0.0;
+        const double tol = std::ldexp(std::abs(want) + std::abs(pre), -9) +
+                           mag * (int8 ? 1e-7 : std::ldexp(1.0, -12)) + 1e-4 + out_round;
+        nonfinite += !std::isfinite(got);
+        worst_exact = std::max(worst_exact, std::abs(got - want) / tol);
+        const double bound = qbound * lip + (tanh_gelu ? 5e-4 : 0) + std::ldexp(std::abs(ref), -9) +
+                             1e-4 + out_round * 1.1;
+        worst_bound = std::max(worst_bound, std::abs(got - ref) / bound);
+        dot += got * ref;
+        na += got * got;
+        nb += ref * ref;
+      }
+    }
+  };
+  {
+    std::vector<std::thread> threads;
+    for (int64_t b = 0; b < blocks; ++b) {
+      threads.emplace_back(check_rows, nr * b / blocks, nr * (b + 1) / blocks,
+                           std::ref(tallies[b]));
+    }
+    for (std::thread& th : threads) th.join();
+  }
   double worst_exact = 0, worst_bound = 0, dot = 0, na = 0, nb = 0;
   int64_t saturated = 0, nonfinite = 0;
-  for (int64_t r = 0; r < nr; ++r) {
-    const int64_t i = rows[r];
-    for (int64_t j = 0; j < c.n; ++j) {
-      double acc = 0, mag = 0, qbound = 0;
-      for (int64_t p = 0; p < c.k; ++p) {
-        acc += xq[r * c.k + p] * wq[p * c.n + j];
-        mag += std::abs(xq[r * c.k + p] * wq[p * c.n + j]);
-        const double ax = std::abs(x[i * c.k + p]), aw = std::abs(w[p * c.n + j]);
-        if (int8) {
-          qbound += ax * op.w_scales[j] / 2 + aw * sx / 2 + sx * op.w_scales[j] / 4;
-        } else {
-          qbound += ax * aw * (0.0625 + 0.0625 + 0.004) + (aw * sx + ax * op.w_scales[0]) / 1024;
-        }
-      }
-      const double pre = acc + (c.bias ? bias[j] : 0.0);
-      double want = Act(c.act, pre, tanh_gelu) + (c.residual ? res[i * c.n + j] : 0.0);
-      double ref = ref32[r * c.n + j];
-      // An e4m3 output is the value at the next layer's step, saturating at 448 steps (never
-      // NaN): 2^-4 relative rounding plus the subnormal spacing 2^-9 of the step.
-      if (c.fp8_out) {
-        const double sat = 448.0 * out_step;
-        saturated += std::abs(want) > sat;
-        want = std::clamp(want, -sat, sat);
-        ref = std::clamp(ref, -sat, sat);
-      }
-      // An int8 output: the value in steps of the next layer, saturating at -128 .. 127 steps.
-      if (c.int8_out) {
-        const double lo = -128.0 * out_step8, hi = 127.0 * out_step8;
-        saturated += want < lo || want > hi;
-        want = std::clamp(want, lo, hi);
-        ref = std::clamp(ref, lo, hi);
-      }
-      const double got = c.fp8_out    ? E4m3ToFloatHost(y8[i * c.n + j]) * double{out_step}
-                         : c.int8_out ? static_cast<int8_t>(y8[i * c.n + j]) * double{out_step8}
-                                      : HalfToFloatHost(yh[i * c.n + j]);
-      // The cuBLASLt path rounds to FP16 before quantising: up to a step more than half of one.
-      const double out_round =
-          c.fp8_out    ? std::ldexp(std::abs(want), -4) + std::ldexp(double{out_step}, -9)
-          : c.int8_out ? double{out_step8} * (own ? 0.5 : 1.0) * 1.001
-                       : 0.0;
-      const double tol = std::ldexp(std::abs(want) + std::abs(pre), -9) +
-                         mag * (int8 ? 1e-7 : std::ldexp(1.0, -12)) + 1e-4 + out_round;
-      nonfinite += !std::isfinite(got);
-      worst_exact = std::max(worst_exact, std::abs(got - want) / tol);
-      const double bound = qbound * lip + (tanh_gelu ? 5e-4 : 0) + std::ldexp(std::abs(ref), -9) +
-                           1e-4 + out_round * 1.1;
-      worst_bound = std::max(worst_bound, std::abs(got - ref) / bound);
-      dot += got * ref;
-      na += got * got;
-      nb += ref * ref;
-    }
+  for (const Tally& t : tallies) {
+    worst_exact = std::max(worst_exact, t.worst_exact);
+    worst_bound = std::max(worst_bound, t.worst_bound);
+    dot += t.dot;
+    na += t.na;
+    nb += t.nb;
+    saturated += t.saturated;
+    nonfinite += t.nonfinite;
   }
   EXPECT_EQ(nonfinite, 0) << what << ": outputs that are NaN or infinite";
   EXPECT_LE(worst_exact, 1.0) << what << " vs the exact-quantised reference";
@@ -531,6 +560,37 @@ TEST(QuantLinearGpu, OwnGemmInEveryTypeTileAndEpilogueMatchesTheReferences) {
            Activation::kGelu, true, false, QuantGemmMode::kFusedEpilogue};
   c.int8_out = true;
   CheckLinear(c, seed++);
+}
+
+// The context scratch keeps the quantised-input slots and the accumulators apart: a layer
+// reading slot 1 (FFN2, after an FFN1 that writes its quantised input) may run in an
+// accumulating mode at some row counts.
+TEST(QuantLinearGpu, ScratchRegionsDoNotOverlap) {
+  SKIP_WITHOUT_GPU();
+  QuantLinears::Scratch s;
+  s.xq = 1024;
+  s.slots = 2;
+  s.acc = 4096;
+  QuantLinearRunner runner;
+  ASSERT_TRUE(runner.Init(s).ok());
+  const auto at = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
+  const uintptr_t base = at(runner.Slot(0));
+  const std::vector<std::pair<uintptr_t, size_t>> regions = {
+      {at(runner.Slot(0)), s.xq}, {at(runner.Slot(1)), s.xq}, {at(runner.Accumulators()), s.acc}};
+  for (size_t i = 0; i < regions.size(); ++i) {
+    EXPECT_GE(regions[i].first, base);
+    EXPECT_LE(regions[i].first + regions[i].second, base + s.total()) << i;
+    for (size_t j = i + 1; j < regions.size(); ++j) {
+      const bool apart = regions[i].first + regions[i].second <= regions[j].first ||
+                         regions[j].first + regions[j].second <= regions[i].first;
+      EXPECT_TRUE(apart) << "regions " << i << " and " << j;
+    }
+  }
+  QuantLinears::Scratch no_acc;
+  no_acc.xq = 1024;
+  QuantLinearRunner none;
+  ASSERT_TRUE(none.Init(no_acc).ok());
+  EXPECT_EQ(none.Accumulators(), nullptr);
 }
 
 TEST(QuantLinearGpu, OwnGemmRefusesWhatItCannotRun) {
