@@ -30,7 +30,8 @@ struct Params {
   int clusters = 1;    // output-column slices
   size_t w_bytes = 0;  // one weight buffer
   ChainWork work = ChainWork::kFull;
-  bool stagger = false;  // ChainConfig::stagger
+  bool stagger = false;       // ChainConfig::stagger
+  bool late_weights = false;  // ChainConfig::late_weights
   // Optional: thread 0 of every CTA writes, per phase, the SM clock at kChainMarks points.
   long long* marks = nullptr;
 };
@@ -159,10 +160,15 @@ __global__ void __launch_bounds__(kThreads, 1) PersistentGemmChain(Params p) {
       // The k-block the kb-th step of this cluster reads (ChainConfig::stagger).
       const int shift = p.stagger ? cl % nkb : 0;
       auto kblock_of = [&](int kb) { return kb + shift < nkb ? kb + shift : kb + shift - nkb; };
-      if (ph_i + 1 < p.num_phases && warp == 0) {
-        const int nb = (ph_i + 1) & 1;
-        IssueWeights(p.phases[ph_i + 1], p, wbuf[nb], wbar[nb], cl, rank);
-      }
+      // The next GEMM's weights go to the buffer the previous GEMM read (it finished before the
+      // last grid barrier).
+      auto issue_next_weights = [&] {
+        if (ph_i + 1 < p.num_phases && warp == 0) {
+          const int nb = (ph_i + 1) & 1;
+          IssueWeights(p.phases[ph_i + 1], p, wbuf[nb], wbar[nb], cl, rank);
+        }
+      };
+      if (!p.late_weights) issue_next_weights();
       // Activation ring: stages 0..kStages-2 first, one group per k-block (empty past the end).
       for (int s = 0; s < kStages - 1; ++s) {
         if (s < nkb) {
@@ -204,6 +210,7 @@ __global__ void __launch_bounds__(kThreads, 1) PersistentGemmChain(Params p) {
       }
       CpAsyncWait<0>();
       Mark(p, ph_i, 2);
+      if (p.late_weights) issue_next_weights();
       __syncthreads();  // the ring is read no more: partial sums go over it
       const int rld = tile + 4;
 #pragma unroll
@@ -372,6 +379,7 @@ cudaError_t LaunchChain(const ChainConfig& config, const ChainPhase* phases, int
   p.w_bytes = config.w_bytes;
   p.work = work;
   p.stagger = config.stagger;
+  p.late_weights = config.late_weights;
   p.marks = marks;
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t lc = LaunchConfigOf(config, stream, &attr);

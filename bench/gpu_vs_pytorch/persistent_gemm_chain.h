@@ -45,6 +45,9 @@ struct ChainConfig {
   // Each cluster walks its K range starting at k-block (cluster index mod the k-block count), so
   // that clusters read different activation columns at a time rather than all the same ones.
   bool stagger = false;
+  // Each CTA copies the next GEMM's weight share after its K loop rather than before it, so
+  // that the copy does not compete with the loop's activation loads.
+  bool late_weights = false;
 };
 
 // The most clusters (at most sm_count / cs) that divide every phase's columns into slices of a

@@ -10,9 +10,10 @@
 //                               [--kblock 32,64] [--reps 200]
 // Prints one JSON object: ms per forward (median of 5 samples of `reps` graph replays) of the
 // cuBLASLt chain, of the persistent kernel per cluster size and of its barriers alone, and how
-// close the persistent kernel's output is to the cuBLASLt chain's. Per configuration three
-// variants: weights copied row by row, pre-tiled (one copy per CTA share), and pre-tiled with
-// each cluster starting its K loop at another k-block (ChainConfig::stagger).
+// close the persistent kernel's output is to the cuBLASLt chain's. Per configuration four
+// variants: weights copied row by row, pre-tiled (one copy per CTA share), pre-tiled with each
+// cluster starting its K loop at another k-block (ChainConfig::stagger), and pre-tiled with the
+// next weights copied after the K loop (ChainConfig::late_weights).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -417,6 +418,11 @@ int Main(int argc, char** argv) {
     staggered.stagger = true;
     cfg["weights_tiled_staggered"] =
         Measure(staggered, tiled, c.x[0], x0, c.x[layers & 1], want, stream, barrier, reps,
+                /*parts=*/false);
+    ChainConfig late = config;
+    late.late_weights = true;
+    cfg["weights_tiled_late"] =
+        Measure(late, tiled, c.x[0], x0, c.x[layers & 1], want, stream, barrier, reps,
                 /*parts=*/false);
     for (__half* d : tiled_bufs) cudaFree(d);
     configs.push_back(cfg);
