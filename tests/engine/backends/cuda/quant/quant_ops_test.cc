@@ -591,6 +591,50 @@ TEST(QuantLinearGpu, ScratchRegionsDoNotOverlap) {
   QuantLinearRunner none;
   ASSERT_TRUE(none.Init(no_acc).ok());
   EXPECT_EQ(none.Accumulators(), nullptr);
+
+  // End to end: an INT8 layer in cuBLASLt's INT32 mode reading slot 1 gives the bytes it gives
+  // reading slot 0. With the accumulators over slot 1 its GEMM wrote over its own input, which
+  // shows once the tiles take more than one wave (4096 rows: 192 tiles of 128 x 128 or more).
+  std::mt19937 g(21);
+  const int64_t m = 4096, n = 768, k = 768;
+  Tensor wt(DType::kFloat32, {k, n});
+  for (float& v : wt.span<float>()) v = std::uniform_real_distribution<float>(-0.1f, 0.1f)(g);
+  QuantLinearOp op;
+  op.node = "slot test";
+  op.type = QuantType::kInt8;
+  op.k = k;
+  op.n = n;
+  op.x_scale = 2.f / 127;
+  QuantizeLinearWeight(wt, op.type, &op.weight, &op.w_scales);
+  cublasLtHandle_t lt = nullptr;
+  ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+  constexpr size_t kWs = 32u << 20;
+  QuantProbeBuffers probe;
+  ASSERT_TRUE(probe.Allocate(m, n, k, kWs).ok());
+  const int64_t counts[] = {m};
+  ASSERT_TRUE(ChooseQuantGemm(lt, probe, counts, QuantGemmMode::kInt32, &op).ok());
+  ASSERT_EQ(op.mode, QuantGemmMode::kInt32);
+  const std::vector<float> scales = QuantScaleFloats(op);
+  const auto x = ToHalf(Uniform(g, m * k, -2.f, 2.f));
+  Dev dw(op.weight.size()), dsc(scales.size() * 4), dx(m * k * 2), dy0(m * n * 2), dy1(m * n * 2),
+      ws(kWs);
+  cudaMemcpy(dw.p, op.weight.data(), op.weight.size(), cudaMemcpyHostToDevice);
+  cudaMemcpy(dsc.p, scales.data(), scales.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dx.p, x.data(), m * k * 2, cudaMemcpyHostToDevice);
+  op.w_dev = dw.p;
+  op.scales_dev = dsc.as<float>();
+  QuantLinears::Scratch two = QuantLinears::ScratchFor(op, m);
+  two.slots = 2;
+  QuantLinearRunner both;
+  ASSERT_TRUE(both.Init(two).ok());
+  for (int slot : {0, 1}) {
+    op.in_slot = slot;
+    ASSERT_TRUE(
+        both.Run(op, lt, m, dx.p, nullptr, nullptr, slot ? dy1.p : dy0.p, ws.p, kWs, nullptr).ok());
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cublasLtDestroy(lt);
+  EXPECT_EQ(Bytes(dy1.p, m * n * 2), Bytes(dy0.p, m * n * 2));
 }
 
 TEST(QuantLinearGpu, OwnGemmRefusesWhatItCannotRun) {
