@@ -795,11 +795,8 @@ Status QuantLinearRunner::Init(const QuantLinears::Scratch& s) {
   return Status::Ok();
 }
 
-// The scratch: the quantised-input slots, then the accumulators.
-void* QuantLinearRunner::Accumulators() const {
-  if (acc_bytes_ == 0) return nullptr;
-  return static_cast<char*>(scratch_.get()) + xq_bytes_ * static_cast<size_t>(slots_);
-}
+// The scratch: the quantised-input slots, then the accumulators (where one more slot would be).
+void* QuantLinearRunner::Accumulators() const { return acc_bytes_ == 0 ? nullptr : Slot(slots_); }
 
 void* QuantLinearRunner::Slot(int slot) const {
   return static_cast<char*>(scratch_.get()) + static_cast<size_t>(slot) * xq_bytes_;
