@@ -34,6 +34,9 @@ constexpr size_t kGemmWorkspaceBytes = 32u << 20;
 constexpr int64_t kTokenBucket = 32;
 constexpr size_t kAlign = 256;
 constexpr size_t kPinnedOutputBytes = 4u << 20;
+// A Linear weight is held in both layouts where the other one's tuned GEMM is at least this
+// fraction faster at one of the row counts tuned (below it, tuning noise).
+constexpr double kBothLayoutsGain = 0.03;
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -163,13 +166,23 @@ class CudaEngine : public BackendEngine, public std::enable_shared_from_this<Cud
   const std::vector<size_t>& output_offsets() const { return output_offsets_; }
   size_t outputs_bytes() const { return outputs_bytes_; }
   const void* Weight(int v) const { return v < 0 ? nullptr : weight_ptr_.at(v); }
+  // A Linear weight's copy in the other layout than the op's (null where the engine holds one).
+  const void* OtherLayoutWeight(int v) const {
+    auto it = other_layout_ptr_.find(v);
+    return it == other_layout_ptr_.end() ? nullptr : it->second;
+  }
+  const TacticTable& tactics() const { return tactics_; }
   const GemmAlgo* Tactic(const GemmDesc& desc) const { return tactics_.Find(desc); }
   // Reserves device bytes against the budget; the error says what would not fit.
   Status Reserve(size_t bytes, std::string_view what) const;
   void Release(size_t bytes) const { reserved_ -= bytes; }
+  // Device bytes one execution context reserves.
+  size_t ContextBytes() const;
 
  private:
   void PlanArena();
+  // The second copies of Blob::weights_both (of those `bytes` holds in the device type).
+  Status LoadOtherLayouts(const Blob& b, const std::map<int, std::vector<uint8_t>>& bytes);
 
   std::shared_ptr<const ir::Graph> graph_;
   Program program_;
@@ -178,6 +191,10 @@ class CudaEngine : public BackendEngine, public std::enable_shared_from_this<Cud
   DevicePtr weights_;
   size_t weights_bytes_ = 0;
   std::map<int, const void*> weight_ptr_;
+  // Weights held in both layouts (Blob::weights_both), the second copy.
+  DevicePtr other_layout_;
+  size_t other_layout_bytes_ = 0;
+  std::map<int, const void*> other_layout_ptr_;
   TacticTable tactics_;
   std::map<int, size_t> act_offset_;
   size_t arena_bytes_ = 0;
@@ -336,6 +353,43 @@ Status CudaEngine::Init(std::shared_ptr<const ir::Graph> graph, std::span<const 
     off += AlignUp(data.size());
   }
   PlanArena();
+  SURGE_RETURN_IF_ERROR(LoadOtherLayouts(b, bytes));
+  return Status::Ok();
+}
+
+Status CudaEngine::LoadOtherLayouts(const Blob& b,
+                                    const std::map<int, std::vector<uint8_t>>& bytes) {
+  // Each weight's [K,N] or [N,K] shape from the Linear reading it.
+  std::map<int, std::pair<int64_t, int64_t>> kn;
+  for (const LoweredOp& op : program_.ops) {
+    if (op.kind == OpKind::kLinear && b.weights_both.count(op.inputs[1]) &&
+        bytes.count(op.inputs[1]) && !program_.weights.at(op.inputs[1])) {
+      kn[op.inputs[1]] = {op.k, op.cols};
+    }
+  }
+  size_t total = 0;
+  for (const auto& [v, shape] : kn) total += AlignUp(bytes.at(v).size());
+  if (total == 0) return Status::Ok();
+  // The second layouts only make calls faster: where the budget cannot hold them and one
+  // execution context besides, the engine runs with one layout, as plans before them did.
+  if (Status room = Reserve(total + ContextBytes(), "the weights' second layouts"); !room.ok()) {
+    SURGE_LOG_WARN("cuda: {} weights in one layout only: {}", kn.size(), room.message());
+    return Status::Ok();
+  }
+  Release(ContextBytes());
+  other_layout_bytes_ = total;
+  SURGE_ASSIGN_OR_RETURN(other_layout_, DeviceAlloc(total, "weights in their second layout"));
+  size_t off = 0;
+  for (const auto& [v, shape] : kn) {
+    const std::vector<uint8_t>& data = bytes.at(v);
+    const bool nk = b.weights_nk.count(v) > 0;  // stored [N,K]: the copy is [K,N]
+    const std::vector<uint8_t> t = nk ? TransposeBytes(data, shape.second, shape.first, 2)
+                                      : TransposeBytes(data, shape.first, shape.second, 2);
+    char* dst = static_cast<char*>(other_layout_.get()) + off;
+    SURGE_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, t.data(), t.size(), cudaMemcpyHostToDevice));
+    other_layout_ptr_[v] = dst;
+    off += AlignUp(t.size());
+  }
   return Status::Ok();
 }
 
@@ -348,7 +402,7 @@ Result<std::unique_ptr<BackendContext>> CudaEngine::CreateContext() {
 
 std::string CudaEngine::Describe() const {
   std::string s = fmt::format(
-      "cuda backend ({}), padding-free {}, GELU {}, profile max {}x{}\nweights {:.1f} MiB{}, "
+      "cuda backend ({}), padding-free {}, GELU {}, profile max {}x{}\nweights {:.1f} MiB{}{}, "
       "activation "
       "arena {:.1f} MiB per context, output staging {:.1f} MiB, GEMM workspace {} MiB\n",
       program_.dtype == DataType::kF16 ? "fp16" : "bf16", program_.padding_free ? "on" : "off",
@@ -357,6 +411,10 @@ std::string CudaEngine::Describe() const {
       quant_.empty() ? std::string()
                      : fmt::format(" ({:.1f} MiB of them INT8/FP8 with their scales)",
                                    quant_.device_bytes() / 1048576.0),
+      other_layout_ptr_.empty()
+          ? std::string()
+          : fmt::format(" + {:.1f} MiB of {} weights in their second layout",
+                        other_layout_bytes_ / 1048576.0, other_layout_ptr_.size()),
       arena_bytes_ / 1048576.0, outputs_bytes_ / 1048576.0, kGemmWorkspaceBytes >> 20);
   std::map<const void*, std::string> tactics_listed;  // a shape's tunings -> op listing them
   for (const LoweredOp& op : program_.ops) {
@@ -374,25 +432,34 @@ std::string CudaEngine::Describe() const {
         bool extra = false;
         const GemmDesc d = LinearGemm(program_, op, 1, &extra);
         // Each GEMM shape's tunings are listed once, at its first op.
-        std::string tuned;
-        bool floors = false;
-        if (const auto* rows = tactics_.Rows(d, &floors)) {
-          auto [first, fresh] = tactics_listed.emplace(rows, n.name);
-          if (!fresh) {
-            tuned = fmt::format(" as {}", first->second);
-          } else {
-            for (const auto& [r, algo] : *rows) {
-              tuned += floors ? fmt::format(" rows~2^{}: {:.1f} us;", RowBucket(r), algo.time_us)
-                              : fmt::format(" {}: {:.1f} us;", r, algo.time_us);
+        auto tunings = [&](const GemmDesc& desc) {
+          std::string tuned;
+          bool floors = false;
+          if (const auto* rows = tactics_.Rows(desc, &floors)) {
+            auto [first, fresh] = tactics_listed.emplace(rows, n.name);
+            if (!fresh) {
+              tuned = fmt::format(" as {}", first->second);
+            } else {
+              for (const auto& [r, algo] : *rows) {
+                tuned += floors ? fmt::format(" rows~2^{}: {:.1f} us;", RowBucket(r), algo.time_us)
+                                : fmt::format(" {}: {:.1f} us;", r, algo.time_us);
+              }
+              if (!floors)
+                tuned = " (the smallest tuned row count at or above the call's, us)" + tuned;
             }
-            if (!floors)
-              tuned = " (the smallest tuned row count at or above the call's, us)" + tuned;
           }
+          return tuned.empty() ? std::string(" heuristic") : tuned;
+        };
+        const char* layout = op.weight_nk ? "[N,K]" : "[K,N]";
+        kernel =
+            fmt::format("cublasLt gemm k={} n={} W{} epilogue={}{}{} tactics:{}", op.k, op.cols,
+                        layout, static_cast<int>(d.epilogue), d.residual ? " + residual (C)" : "",
+                        extra ? " + bias_act" : "", tunings(d));
+        if (OtherLayoutWeight(op.inputs[1])) {
+          kernel += fmt::format(
+              "; W also {} (each call runs the layout tuned faster at its row count), tactics:{}",
+              op.weight_nk ? "[K,N]" : "[N,K]", tunings(OtherLayout(d)));
         }
-        kernel = fmt::format("cublasLt gemm k={} n={} W{} epilogue={}{}{} tactics:{}", op.k,
-                             op.cols, op.weight_nk ? "[N,K]" : "[K,N]",
-                             static_cast<int>(d.epilogue), d.residual ? " + residual (C)" : "",
-                             extra ? " + bias_act" : "", tuned.empty() ? " heuristic" : tuned);
         const std::string fallback = quant_.FallbackReason(&op - program_.ops.data());
         if (!fallback.empty()) kernel += " (fp16 instead of the quantised GEMM: " + fallback + ")";
         break;
@@ -443,13 +510,16 @@ CudaContext::~CudaContext() {
   engine_->Release(reserved_);
 }
 
+size_t CudaEngine::ContextBytes() const {
+  const IndexLayout idx(max_.batch * max_.seq + 1, max_.batch);
+  return arena_bytes_ + kGemmWorkspaceBytes + idx.bytes + outputs_bytes_ +
+         quant_.ScratchBytes(max_.batch * max_.seq + 1, max_.batch).total();
+}
+
 Status CudaContext::Init() {
   const Extent& mx = engine_->max();
   const IndexLayout idx(mx.batch * mx.seq + 1, mx.batch);
-  const size_t quant_scratch =
-      engine_->quant().ScratchBytes(mx.batch * mx.seq + 1, mx.batch).total();
-  const size_t need = engine_->arena_bytes() + kGemmWorkspaceBytes + idx.bytes +
-                      engine_->outputs_bytes() + quant_scratch;
+  const size_t need = engine_->ContextBytes();
   SURGE_RETURN_IF_ERROR(engine_->Reserve(need, "an execution context"));
   reserved_ = need;
   SURGE_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -598,14 +668,19 @@ Status CudaContext::RunOps(const RunShape& sh, bool capturing) {
           break;
         }
         bool extra = false;
-        const GemmDesc d = LinearGemm(prog, op, rows, &extra);
+        GemmDesc d = LinearGemm(prog, op, rows, &extra);
+        const void* weight = engine_->Weight(in(1));
+        if (const void* other = engine_->OtherLayoutWeight(in(1));
+            other && engine_->tactics().OtherLayoutFaster(d)) {
+          d = OtherLayout(d);
+          weight = other;
+        }
         SURGE_ASSIGN_OR_RETURN(const GemmPlan* plan, Plan(i, d));
         Mark(d.n == op.k ? "gemm_square" : (d.n > op.k ? "gemm_wide" : "gemm_narrow"), capturing);
         const void* bias = engine_->Weight(in(2));
         const void* res = in(3) >= 0 ? Act(in(3)) : nullptr;
-        SURGE_RETURN_IF_ERROR(plan->Run(lt_, Act(in(0)), engine_->Weight(in(1)), bias,
-                                        d.residual ? res : nullptr, Act(out), gemm_ws_.get(),
-                                        kGemmWorkspaceBytes, stream_));
+        SURGE_RETURN_IF_ERROR(plan->Run(lt_, Act(in(0)), weight, bias, d.residual ? res : nullptr,
+                                        Act(out), gemm_ws_.get(), kGemmWorkspaceBytes, stream_));
         if (extra) {
           Mark("bias_act", capturing);
           BiasActArgs a;
@@ -1025,6 +1100,38 @@ class CudaBackend : public Backend {
     }
     for (const auto& [w, transposed] : nk) {
       if (transposed) blob->weights_nk.insert(w);
+    }
+    // The other layout of every Linear weight, tuned at the same row counts. One layout is not
+    // the faster at every row count (BERT-base's QKV and FFN1 on an H100: [N,K] 2 % faster at
+    // 128 rows, [K,N] 4-12 % at 16384), so where the other is faster by kBothLayoutsGain at one
+    // of them the engine holds both (the second transposed at load) and each call runs the
+    // faster; the other weights keep one layout and their other tunings are dropped.
+    // SURGE_CUDA_BOTH_LAYOUTS=0 keeps one layout for every weight, =all both for every weight.
+    const char* both_env = std::getenv("SURGE_CUDA_BOTH_LAYOUTS");
+    const std::string both_mode = both_env ? both_env : "";
+    if (st.ok() && both_mode != "0") {
+      std::map<std::string, GemmAlgo> with_other = blob->tactics;
+      for (auto [tokens, batch] : shapes) {
+        for (const GemmDesc& d : LinearGemms(*p, tokens, batch)) {
+          const GemmDesc other = OtherLayout(d);
+          const std::string key = TacticKey(other);
+          if (with_other.count(key)) continue;
+          auto algo = tune(other);  // a layout cuBLASLt cannot run leaves the weight in one
+          if (algo.ok()) with_other[key] = *algo;
+        }
+      }
+      const std::set<int> both = WeightsWorthBothLayouts(
+          *p, with_other, shapes, both_mode == "all" ? -1e30 : kBothLayoutsGain);
+      for (const LoweredOp& op : p->ops) {
+        if (op.kind != OpKind::kLinear || !both.count(op.inputs[1])) continue;
+        for (auto [tokens, batch] : shapes) {
+          const bool batch_rows = p->activations.at(op.outputs[0]).domain == RowDomain::kBatch;
+          bool unused = false;
+          const GemmDesc d = OtherLayout(LinearGemm(*p, op, batch_rows ? batch : tokens, &unused));
+          blob->tactics[TacticKey(d)] = with_other.at(TacticKey(d));
+        }
+      }
+      blob->weights_both = both;
     }
     if (stream) cudaStreamDestroy(stream);
     cublasLtDestroy(lt);

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 #include "engine/backends/cuda/attention_kernels.h"
 #include "engine/backends/cuda/host_convert.h"
@@ -12,7 +13,7 @@ namespace surge::engine::cuda {
 namespace {
 
 constexpr char kBlobMagic[8] = {'S', 'G', 'C', 'U', 'D', 'A', '0', '1'};
-constexpr uint32_t kBlobVersion = 5;
+constexpr uint32_t kBlobVersion = 6;
 
 std::string Label(const ir::Node& n) {
   return fmt::format("node '{}' ({}{}{})", n.name, n.domain,
@@ -195,16 +196,31 @@ const std::map<int64_t, GemmAlgo>* TacticTable::Rows(const GemmDesc& d, bool* fl
   return &it->second.by_rows;
 }
 
-const GemmAlgo* TacticTable::Find(const GemmDesc& d) const {
+const GemmAlgo* TacticTable::Find(const GemmDesc& d, int64_t* tuned_rows) const {
   bool floors = false;
   const std::map<int64_t, GemmAlgo>* rows = Rows(d, &floors);
   if (!rows || rows->empty()) return nullptr;
-  if (floors) {  // the power-of-two bucket floor(log2 m), or none (heuristic) as before
-    auto it = rows->find(int64_t{1} << RowBucket(d.m));
-    return it == rows->end() ? nullptr : &it->second;
+  auto it = floors ? rows->find(int64_t{1} << RowBucket(d.m))  // the bucket or none (heuristic)
+                   : rows->lower_bound(d.m);
+  if (it == rows->end()) {
+    if (floors) return nullptr;
+    it = std::prev(rows->end());
   }
-  auto it = rows->lower_bound(d.m);
-  return it == rows->end() ? &rows->rbegin()->second : &it->second;
+  if (tuned_rows) *tuned_rows = it->first;
+  return &it->second;
+}
+
+bool TacticTable::OtherLayoutFaster(const GemmDesc& d) const {
+  int64_t own_rows = -1, other_rows = -2;
+  const GemmAlgo* own = Find(d, &own_rows);
+  const GemmAlgo* other = Find(OtherLayout(d), &other_rows);
+  return own && other && own_rows == other_rows && own->time_us > 0 && other->time_us > 0 &&
+         other->time_us < own->time_us;
+}
+
+GemmDesc OtherLayout(GemmDesc d) {
+  d.weight_nk = !d.weight_nk;
+  return d;
 }
 
 Result<Program> AnalyzeGraph(const ir::Graph& g, const BuilderConfig& config) {
@@ -463,6 +479,17 @@ Tensor TransposeWeight(const Tensor& w) {
   return t;
 }
 
+std::vector<uint8_t> TransposeBytes(std::span<const uint8_t> bytes, int64_t rows, int64_t cols,
+                                    size_t elem) {
+  std::vector<uint8_t> out(bytes.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      std::memcpy(out.data() + (c * rows + r) * elem, bytes.data() + (r * cols + c) * elem, elem);
+    }
+  }
+  return out;
+}
+
 namespace {
 
 bool TokenRows(const Program& p, const LoweredOp& op) {
@@ -507,9 +534,41 @@ std::vector<GemmDesc> LinearGemms(const Program& p, int64_t token_rows, int64_t 
   return out;
 }
 
+std::set<int> WeightsWorthBothLayouts(const Program& p,
+                                      const std::map<std::string, GemmAlgo>& tactics,
+                                      const std::vector<std::pair<int64_t, int64_t>>& shapes,
+                                      double min_gain) {
+  std::set<int> gains, untuned;
+  auto time = [&](const GemmDesc& d) {
+    auto it = tactics.find(TacticKey(d));
+    return it == tactics.end() || !it->second.valid ? 0.f : it->second.time_us;
+  };
+  for (const LoweredOp& op : p.ops) {
+    if (op.kind != OpKind::kLinear) continue;
+    const int w = op.inputs[1];
+    const bool batch = p.activations.at(op.outputs[0]).domain == RowDomain::kBatch;
+    for (auto [tokens, batch_rows] : shapes) {
+      bool unused = false;
+      const GemmDesc d = LinearGemm(p, op, batch ? batch_rows : tokens, &unused);
+      const float own = time(d), other = time(OtherLayout(d));
+      if (!(other > 0)) {
+        untuned.insert(w);
+      } else if (own > 0 && other < own * (1 - min_gain)) {
+        gains.insert(w);
+      }
+    }
+  }
+  std::set<int> out;
+  for (int w : gains) {
+    if (!untuned.count(w)) out.insert(w);
+  }
+  return out;
+}
+
 std::string SerializeBlob(const Blob& b) {
   std::string s(kBlobMagic, sizeof(kBlobMagic));
-  // version (4: tactics keyed by the row count they were tuned at; 5: quantised weights)
+  // version (4: tactics keyed by the row count they were tuned at; 5: quantised weights; 6:
+  // weights held in both layouts)
   PutU32(&s, kBlobVersion);
   PutU32(&s, b.dtype == DataType::kF16 ? 1 : 2);
   PutU32(&s, b.padding_free ? 1 : 0);
@@ -540,6 +599,8 @@ std::string SerializeBlob(const Blob& b) {
     PutU64(&s, q.bytes.size());
     s.append(reinterpret_cast<const char*>(q.bytes.data()), q.bytes.size());
   }
+  PutU32(&s, static_cast<uint32_t>(b.weights_both.size()));
+  for (int id : b.weights_both) PutU32(&s, static_cast<uint32_t>(id));
   return s;
 }
 
@@ -618,8 +679,9 @@ Status ReadQuantWeight(Reader& r, int* id, QuantWeight* q, bool bytes) {
   return r.Read(q->bytes.data(), size, "quantised weight bytes");
 }
 
-// Everything after the weights: tactics, transposed weight ids and (version 5) quantised weights
-// (with `quant_bytes` false their bytes are skipped).
+// Everything after the weights: tactics, transposed weight ids, (version 5) quantised weights
+// (with `quant_bytes` false their bytes are skipped) and (version 6) the ids of weights held in
+// both layouts.
 Status ReadBlobTail(Reader& r, uint32_t version, Blob* b, bool quant_bytes) {
   uint32_t count = 0;
   SURGE_RETURN_IF_ERROR(r.Read(&count, 4, "tactic count"));
@@ -653,6 +715,14 @@ Status ReadBlobTail(Reader& r, uint32_t version, Blob* b, bool quant_bytes) {
         return DataLossError("cuda plan blob: quantised weight {} appears twice", id);
       }
       b->quant_weights.emplace(key, std::move(q));
+    }
+  }
+  if (version >= 6) {
+    SURGE_RETURN_IF_ERROR(r.Read(&count, 4, "count of weights in both layouts"));
+    for (uint32_t i = 0; i < count; ++i) {
+      uint32_t id = 0;
+      SURGE_RETURN_IF_ERROR(r.Read(&id, 4, "id of a weight in both layouts"));
+      b->weights_both.insert(static_cast<int>(id));
     }
   }
   if (r.left() != 0) return DataLossError("cuda plan blob has {} trailing bytes", r.left());

@@ -116,10 +116,15 @@ class TacticTable {
   TacticTable() = default;
   // Keys as TacticKey makes them, or the "mb=" keys of older plans; other keys are an error.
   static Result<TacticTable> FromBlob(const std::map<std::string, GemmAlgo>& tactics);
-  const GemmAlgo* Find(const GemmDesc& desc) const;
+  // `tuned_rows`, when given, receives the row count (or power-of-two floor) of the tuning found.
+  const GemmAlgo* Find(const GemmDesc& desc, int64_t* tuned_rows = nullptr) const;
   // The tunings of `desc`'s shape by row count (null when it has none), and whether they are
   // power-of-two floors (row count 2^B stands for B).
   const std::map<int64_t, GemmAlgo>* Rows(const GemmDesc& desc, bool* floors) const;
+  // Whether `desc` with its weight in the other layout ([K,N] for [N,K] and back) has a tuning
+  // at the row count Find uses for `desc`, measured faster than `desc`'s own there. False when
+  // either has none or they were tuned at different row counts.
+  bool OtherLayoutFaster(const GemmDesc& desc) const;
 
  private:
   struct Shape {
@@ -146,7 +151,10 @@ struct Blob {
   std::map<int, std::vector<uint8_t>> weights;  // value id -> bytes in device layout
   std::map<std::string, GemmAlgo> tactics;      // TacticKey -> algorithm
   std::set<int> weights_nk;                     // Linear weights stored transposed, [N,K]
-  bool exact_gelu = true;                       // Program::exact_gelu the plan was built with
+  // Version 6 on: Linear weights the engine also holds in the other layout (transposed at load,
+  // not stored twice); each GEMM on them runs the layout tuned faster at the call's row count.
+  std::set<int> weights_both;
+  bool exact_gelu = true;  // Program::exact_gelu the plan was built with
   // Version 5 on: the INT8/FP8 layers' weights, quantised at build. Such a weight has no entry in
   // `weights` unless a layer running FP16 reads it too; plans before version 5 held every weight
   // there and in the graph as float32, and quantised at load.
@@ -155,6 +163,20 @@ struct Blob {
 
 // W [K,N] -> [N,K] (float32).
 Tensor TransposeWeight(const Tensor& w);
+// A row-major [rows, cols] matrix of `elem`-byte elements, transposed to [cols, rows].
+std::vector<uint8_t> TransposeBytes(std::span<const uint8_t> bytes, int64_t rows, int64_t cols,
+                                    size_t elem);
+
+// `desc` with its weight in the other layout.
+GemmDesc OtherLayout(GemmDesc desc);
+// The Linear weights worth holding in both layouts: those for which, at one of `shapes` (token
+// rows, batch rows), a Linear reading the weight runs at least `min_gain` (a fraction) faster
+// in the other layout than in the one stored, both as tuned in `tactics` (TacticKey). A weight
+// whose other layout lacks a tuning at any of the shapes is not one.
+std::set<int> WeightsWorthBothLayouts(const Program& program,
+                                      const std::map<std::string, GemmAlgo>& tactics,
+                                      const std::vector<std::pair<int64_t, int64_t>>& shapes,
+                                      double min_gain);
 
 std::string SerializeBlob(const Blob& blob);
 // DataLoss naming what is wrong on truncated or corrupt bytes.

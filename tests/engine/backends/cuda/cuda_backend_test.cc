@@ -201,13 +201,33 @@ TEST(CudaBackend, BlobRoundTripAndCorruption) {
   EXPECT_EQ(back->weights_nk, (std::set<int>{3, 9}));
   EXPECT_FALSE(back->exact_gelu);
   EXPECT_TRUE(back->quant_weights.empty());
-  // The same blob as version 4 wrote it (no quantised-weight section) still parses.
-  std::string v4 = s.substr(0, s.size() - 4);
+  // The same blob as version 4 wrote it (no quantised-weight and both-layout sections) still
+  // parses.
+  std::string v4 = s.substr(0, s.size() - 8);
   const uint32_t four = 4;
   std::memcpy(v4.data() + 8, &four, 4);
   auto old = ParseBlob({reinterpret_cast<const uint8_t*>(v4.data()), v4.size()});
   ASSERT_TRUE(old.ok()) << old.status().ToString();
   EXPECT_EQ(old->weights.at(3), (std::vector<uint8_t>{1, 2, 3, 4}));
+  // Weights held in both layouts (version 6); a version 5 blob has none.
+  b.weights_both = {3, 11};
+  const std::string sb = SerializeBlob(b);
+  auto both = ParseBlob({reinterpret_cast<const uint8_t*>(sb.data()), sb.size()});
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  EXPECT_EQ(both->weights_both, (std::set<int>{3, 11}));
+  for (size_t cut : {size_t{1}, size_t{4}, size_t{5}}) {
+    auto r = ParseBlob({reinterpret_cast<const uint8_t*>(sb.data()), sb.size() - cut});
+    ASSERT_FALSE(r.ok()) << cut;
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  }
+  std::string v5 = sb.substr(0, sb.size() - 12);
+  const uint32_t five = 5;
+  std::memcpy(v5.data() + 8, &five, 4);
+  auto old5 = ParseBlob({reinterpret_cast<const uint8_t*>(v5.data()), v5.size()});
+  ASSERT_TRUE(old5.ok()) << old5.status().ToString();
+  EXPECT_TRUE(old5->weights_both.empty());
+  EXPECT_EQ(old5->weights_nk, (std::set<int>{3, 9}));
+  b.weights_both.clear();
   // Quantised weights (version 5): bytes and scales back as written; their ids among the weights
   // the blob holds.
   QuantWeight q8{QuantType::kInt8, 2, 3, {0.5f, 0.25f}, {1, 2, 3, 4, 5, 6}};
@@ -461,6 +481,110 @@ TEST(CudaBackend, TransposeWeightMovesEveryElement) {
   }
 }
 
+TEST(CudaBackend, TransposeBytesMovesEveryElement) {
+  for (size_t elem : {size_t{2}, size_t{4}}) {
+    const int64_t rows = 3, cols = 5;
+    std::vector<uint8_t> m(rows * cols * elem);
+    for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<uint8_t>(i * 7 + 1);
+    const std::vector<uint8_t> t = TransposeBytes(m, rows, cols, elem);
+    ASSERT_EQ(t.size(), m.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        EXPECT_EQ(
+            std::memcmp(t.data() + (c * rows + r) * elem, m.data() + (r * cols + c) * elem, elem),
+            0)
+            << elem << " " << r << " " << c;
+      }
+    }
+    EXPECT_EQ(TransposeBytes(t, cols, rows, elem), m);
+  }
+}
+
+// Needs no GPU: which weights a plan holds in both layouts, from the tunings of both, and which
+// layout a call then runs.
+TEST(CudaBackend, BothLayoutsWhereTheOtherIsFasterAtSomeTunedRowCount) {
+  std::mt19937 rng(8);
+  auto g = MakeEncoder(rng);
+  auto p = AnalyzeGraph(*g, Config(true));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  std::vector<const LoweredOp*> linears;
+  for (const LoweredOp& op : p->ops) {
+    if (op.kind == OpKind::kLinear) linears.push_back(&op);
+  }
+  ASSERT_GE(linears.size(), 4u);
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{128, 4}, {512, 8}};
+  // Tunings are by GEMM shape: the two layers' Linears share them. The first layer's four
+  // Linears have four shapes.
+  auto shape_of = [&](const LoweredOp* op) {
+    bool unused = false;
+    return LinearGemm(*p, *op, 1, &unused).Key();
+  };
+  std::set<std::string> first_layer;
+  for (size_t i = 0; i < 4; ++i) first_layer.insert(shape_of(linears[i]));
+  ASSERT_EQ(first_layer.size(), 4u);
+  // Every GEMM 10 us in its stored layout and 9.8 (2 % faster) in the other, except: the first
+  // Linear's other layout 9 us (10 % faster) at 512 rows; the second's 8 us at 128 rows but
+  // never tuned at 512; the third's other layout slower everywhere.
+  std::map<std::string, GemmAlgo> tactics;
+  auto put = [&](const GemmDesc& d, float us) {
+    GemmAlgo a;
+    a.valid = true;
+    a.time_us = us;
+    tactics[TacticKey(d)] = a;
+  };
+  std::set<std::string> seen;
+  for (size_t i = 0; i < linears.size(); ++i) {
+    if (!seen.insert(shape_of(linears[i])).second) continue;  // the first of a shape sets its own
+    for (auto [tokens, batch] : shapes) {
+      const bool batch_rows = p->activations.at(linears[i]->outputs[0]).domain == RowDomain::kBatch;
+      bool unused = false;
+      const GemmDesc d = LinearGemm(*p, *linears[i], batch_rows ? batch : tokens, &unused);
+      put(d, 10.f);
+      float other = 9.8f;
+      if (i == 0 && tokens == 512) other = 9.f;
+      if (i == 1 && tokens == 128) other = 8.f;
+      if (i == 1 && tokens == 512) continue;
+      if (i == 2) other = 12.f;
+      put(OtherLayout(d), other);
+    }
+  }
+  auto weights_shaped_as = [&](std::set<size_t> firsts) {
+    std::set<std::string> keys;
+    for (size_t i : firsts) keys.insert(shape_of(linears[i]));
+    std::set<int> out;
+    for (const LoweredOp* op : linears) {
+      if (keys.count(shape_of(op))) out.insert(op->inputs[1]);
+    }
+    return out;
+  };
+  const std::set<int> first = weights_shaped_as({0});
+  EXPECT_EQ(first.size(), 2u);  // both layers' QKV
+  EXPECT_EQ(WeightsWorthBothLayouts(*p, tactics, shapes, 0.03), first);
+  // A gain threshold of 1 % takes every weight whose other layout is tuned and faster somewhere.
+  std::set<int> all_faster;
+  for (size_t i = 0; i < linears.size(); ++i) {
+    if (!weights_shaped_as({1, 2}).count(linears[i]->inputs[1]))
+      all_faster.insert(linears[i]->inputs[1]);
+  }
+  EXPECT_GE(all_faster.size(), 5u);  // two QKV, two FFN2, the pooler
+  EXPECT_EQ(WeightsWorthBothLayouts(*p, tactics, shapes, 0.01), all_faster);
+  EXPECT_TRUE(WeightsWorthBothLayouts(*p, {}, shapes, 0.03).empty());
+
+  // At run time: the layout tuned faster at the call's row count (the tuning at or above it).
+  auto table = TacticTable::FromBlob(tactics);
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  bool unused = false;
+  GemmDesc d = LinearGemm(*p, *linears[2], 100, &unused);
+  EXPECT_FALSE(table->OtherLayoutFaster(d));  // 12 against 10 us
+  EXPECT_TRUE(table->OtherLayoutFaster(OtherLayout(d)));
+  d = LinearGemm(*p, *linears[1], 100, &unused);
+  EXPECT_TRUE(table->OtherLayoutFaster(d));  // 8 against 10 us at 128 rows
+  d = LinearGemm(*p, *linears[1], 300, &unused);
+  EXPECT_FALSE(table->OtherLayoutFaster(d));  // no other tuning at 512 rows but 128's is not it
+  EXPECT_EQ(OtherLayout(OtherLayout(d)).weight_nk, d.weight_nk);
+  EXPECT_NE(OtherLayout(d).weight_nk, d.weight_nk);
+}
+
 // Tunings outlive the cache that made them (the process keeps them for every later build), are
 // kept apart by device key, and a cache file written later holds the ones its build reused.
 TEST(CudaBackend, TimingCacheKeepsTuningsForTheProcess) {
@@ -647,6 +771,89 @@ TEST_F(CudaEncoderTest, MaskWithGapsPacksEveryRealToken) {
     EXPECT_EQ(out[0].data_as<float>()[(0 * S + 2) * kH], 0.f);
     EXPECT_EQ(out[0].data_as<float>()[(1 * S + 10) * kH], 0.f);
   }
+}
+
+// Weights held in both layouts. Forced here: every Linear weight in both, and one layout's
+// tunings made slow in each of two plans, so that every Linear runs its second copy (transposed
+// at load) in one of them. Both match the reference. A budget that holds the weights in one
+// layout and one context, but not the second layouts too, loads with one layout.
+TEST_F(CudaEncoderTest, WeightsInBothLayoutsRunEitherAndMatch) {
+  auto g = MakeEncoder(rng_);
+  const BuilderConfig c = Config(true);
+  auto backend = CreateCudaBackend();
+  setenv("SURGE_CUDA_BOTH_LAYOUTS", "all", 1);
+  auto blob = backend->Lower(*g, c);
+  unsetenv("SURGE_CUDA_BOTH_LAYOUTS");
+  ASSERT_TRUE(blob.ok()) << blob.status().ToString();
+  auto parsed = ParseBlob({reinterpret_cast<const uint8_t*>(blob->data()), blob->size()});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  auto p = AnalyzeGraph(*g, c);
+  ASSERT_TRUE(p.ok());
+  std::set<int> linear_weights;
+  for (const LoweredOp& op : p->ops) {
+    if (op.kind == OpKind::kLinear) linear_weights.insert(op.inputs[1]);
+  }
+  EXPECT_EQ(parsed->weights_both, linear_weights);
+  auto load = [&](const Blob& b, EngineOptions o = {}) {
+    const std::string bytes = SerializeBlob(b);
+    return backend->Load(
+        g, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
+        c, o);
+  };
+  std::vector<Batch> batches = {MakeBatch(rng_, 1, 1, {1}),
+                                MakeBatch(rng_, 8, 64, std::vector<int64_t>(8, 64)),
+                                MakeBatch(rng_, 3, 17, {17, 4, 9})};
+  auto run_all = [&](BackendEngine& e, const std::string& what) {
+    auto ctx = e.CreateContext();
+    ASSERT_TRUE(ctx.ok()) << what << ": " << ctx.status().ToString();
+    for (Batch& batch : batches) {
+      auto ref = RunReference(*g, batch.inputs);
+      for (int rep = 0; rep < 2; ++rep) {  // eager, then the captured graph
+        std::vector<Tensor> out;
+        Status st = (*ctx)->Execute(batch.inputs, &out);
+        ASSERT_TRUE(st.ok()) << what << ": " << st.ToString();
+        EXPECT_LT(RelError(out[0], ref[0], kH, batch.real_rows), 1e-2) << what;
+        EXPECT_LT(RelError(out[1], ref[1]), 1e-2) << what;
+      }
+    }
+  };
+  for (int slow : {0, 1}) {
+    Blob b = *parsed;
+    for (auto& [key, algo] : b.tactics) {
+      if (key.find(fmt::format(" wt={} ", slow)) != std::string::npos) algo.time_us = 1e6f;
+    }
+    auto e = load(b);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    const std::string d = (*e)->Describe();
+    EXPECT_NE(d.find("in their second layout"), std::string::npos) << d;
+    EXPECT_NE(d.find("W also"), std::string::npos) << d;
+    run_all(**e, fmt::format("layout wt={} slow", slow));
+  }
+  // The smallest budget (to 64 KiB) at which the plan in one layout loads and makes a context.
+  Blob one = *parsed;
+  one.weights_both.clear();
+  auto fits = [&](const Blob& b, size_t budget) {
+    EngineOptions o;
+    o.memory_budget_bytes = budget;
+    auto e = load(b, o);
+    return e.ok() && (*e)->CreateContext().ok();
+  };
+  size_t lo = 0, hi = size_t{4} << 30;
+  ASSERT_TRUE(fits(one, hi));
+  while (hi - lo > (64u << 10)) {
+    const size_t mid = lo + (hi - lo) / 2;
+    (fits(one, mid) ? hi : lo) = mid;
+  }
+  EngineOptions tight;
+  tight.memory_budget_bytes = hi;
+  auto e = load(*parsed, tight);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ((*e)->Describe().find("second layout"), std::string::npos) << (*e)->Describe();
+  run_all(**e, "budget for one layout");
+  tight.memory_budget_bytes = hi + (16u << 20);
+  auto roomy = load(*parsed, tight);
+  ASSERT_TRUE(roomy.ok()) << roomy.status().ToString();
+  EXPECT_NE((*roomy)->Describe().find("in their second layout"), std::string::npos);
 }
 
 TEST_F(CudaEncoderTest, BadInputsAndBudget) {
