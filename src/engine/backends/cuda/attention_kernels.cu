@@ -95,6 +95,7 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKerne
   const T* base = static_cast<const T*>(a.qkv) + start * stride + head * D;
   const int32_t* kmask = (!a.cu_seqlens && a.key_mask) ? a.key_mask + b * a.seq : nullptr;
   const int n_tiles = (len + kBlockN - 1) / kBlockN;
+  const int q_end = a.first_query_only ? 1 : len;  // queries written: [0, q_end)
 
   // Q, K0, V0 in group 0; K1, V1 in group 1; tile j+2 is issued once tile j is consumed.
   LoadTileAsync<D>(q_smem, base + q0 * stride, stride, len - q0);
@@ -112,7 +113,7 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKerne
   const int g = lane >> 2, t = lane & 3;
   // A warp whose 16 queries all lie past the sequence (short posts leave up to three of four
   // idle) still shares the tile loads and barriers, but issues no matrix work.
-  const bool active = q0 + warp * 16 < len;
+  const bool active = q0 + warp * 16 < q_end;
   // ldmatrix row addresses: A operand (Q rows), non-transposed B (K rows), transposed B (V rows).
   const int a_row = lane & 15, a_col = (lane >> 4) * 8;
   const int kb_row = (lane & 7) + ((lane >> 4) << 3), kb_col = ((lane >> 3) & 1) * 8;
@@ -267,13 +268,13 @@ __global__ void __launch_bounds__(kThreads, D <= 64 ? 4 : 2) FlashAttentionKerne
     const int i = lane + it * 32;
     const int r = i / kChunks, c = (i % kChunks) * 8;
     const int q = q0 + warp * 16 + r;
-    if (q < len) {
+    if (q < q_end) {
       alignas(16) T raw[8];
       *reinterpret_cast<int4*>(raw) = *reinterpret_cast<const int4*>(stage + r * S::kLd + c);
+      const int64_t row = a.first_query_only ? b : start + q;
       if (out)
-        *reinterpret_cast<int4*>(out + (start + q) * hidden + c) =
-            *reinterpret_cast<const int4*>(raw);
-      if (qout) StoreQuantized8(qout + (start + q) * hidden + c, raw, a.q.type, a.q.inv_scale);
+        *reinterpret_cast<int4*>(out + row * hidden + c) = *reinterpret_cast<const int4*>(raw);
+      if (qout) StoreQuantized8(qout + row * hidden + c, raw, a.q.type, a.q.inv_scale);
     }
   }
 }
@@ -285,7 +286,7 @@ cudaError_t Launch(const AttentionArgs& a, cudaStream_t stream) {
   static const cudaError_t attr = cudaFuncSetAttribute(
       FlashAttentionKernel<T, D, kPrescaled>, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes);
   if (attr != cudaSuccess) return attr;
-  const dim3 grid((a.seq + kBlockM - 1) / kBlockM, a.num_heads, a.batch);
+  const dim3 grid(a.first_query_only ? 1 : (a.seq + kBlockM - 1) / kBlockM, a.num_heads, a.batch);
   return LaunchKernel(FlashAttentionKernel<T, D, kPrescaled>, grid, dim3(kThreads), kBytes, stream,
                       a);
 }

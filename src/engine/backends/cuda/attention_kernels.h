@@ -32,6 +32,9 @@ struct AttentionArgs {
   const void* qkv = nullptr;            // [rows, 3*num_heads*head_dim]
   void* out = nullptr;                  // [rows, num_heads*head_dim]; may be null with q.y set
   QuantizedCopy q;                      // optional quantised copy of out (bytes, same layout)
+  // Only each sequence's first query (its [CLS] token): out and q.y then hold one row per
+  // sequence, [batch, num_heads*head_dim]. Keys and values are all of the sequence's as before.
+  bool first_query_only = false;
 };
 
 // Head dims the kernel is built for (16, 32, 64, 128).

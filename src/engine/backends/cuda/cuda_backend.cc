@@ -282,8 +282,9 @@ Status CudaEngine::Reserve(size_t bytes, std::string_view what) const {
 Status CudaEngine::Init(std::shared_ptr<const ir::Graph> graph, std::span<const uint8_t> blob,
                         const BuilderConfig& config, const EngineOptions& options) {
   graph_ = std::move(graph);
-  SURGE_ASSIGN_OR_RETURN(program_, AnalyzeGraph(*graph_, QuantBaseConfig(config)));
   SURGE_ASSIGN_OR_RETURN(Blob b, ParseBlob(blob));
+  SURGE_ASSIGN_OR_RETURN(program_,
+                         AnalyzeGraph(*graph_, QuantBaseConfig(config), b.first_token_only));
   if (b.dtype != program_.dtype) {
     return DataLossError("cuda plan: tactics were built for another precision than the config");
   }
@@ -474,8 +475,8 @@ std::string CudaEngine::Describe() const {
         kernel = "bias_act (gelu)";
         break;
       case OpKind::kAttention:
-        kernel =
-            fmt::format("fused attention (heads {}, dim {}, varlen)", op.num_heads, op.head_dim);
+        kernel = fmt::format("fused attention (heads {}, dim {}, varlen{})", op.num_heads,
+                             op.head_dim, op.first_token_only ? ", first query only" : "");
         break;
       case OpKind::kGatherFirst:
         kernel = "gather rows ([CLS])";
@@ -493,6 +494,7 @@ std::string CudaEngine::Describe() const {
           fmt::format(" + {} copy for '{}'{}", next->type == QuantType::kInt8 ? "int8" : "e4m3",
                       next->node, keeps_fp16 ? "" : " (no fp16 output)");
     }
+    if (op.first_token_only && op.kind != OpKind::kAttention) kernel += " (first token rows only)";
     s += fmt::format("  {} ({}): {}\n", n.name, n.op_type, kernel);
   }
   return s;
@@ -744,6 +746,7 @@ Status CudaContext::RunOps(const RunShape& sh, bool capturing) {
         a.key_mask = !sh.packed && prog.mask >= 0 ? dev_idx(idx.key_mask) : nullptr;
         a.qkv = Act(in(0));
         a.out = Act(out);
+        a.first_query_only = op.first_token_only;
         bool keeps_fp16 = true;
         if (const QuantLinearOp* next = engine_->quant().CopyFor(i, &keeps_fp16)) {
           SURGE_ASSIGN_OR_RETURN(a.q, quant_runner_.CopyTarget(*next, rows));
@@ -997,7 +1000,11 @@ class CudaBackend : public Backend {
   Precision DefaultPrecision() const override { return Precision::kFp16; }
 
   Result<std::string> Lower(const ir::Graph& graph, const BuilderConfig& config) override {
-    SURGE_ASSIGN_OR_RETURN(Program p, AnalyzeGraph(graph, QuantBaseConfig(config)));
+    // The last layer on first token rows where only they reach the outputs;
+    // SURGE_CUDA_FIRST_TOKEN_ONLY=0 keeps every op on every token (for comparison).
+    const char* first_env = std::getenv("SURGE_CUDA_FIRST_TOKEN_ONLY");
+    const bool first_token = !(first_env && std::string_view(first_env) == "0");
+    SURGE_ASSIGN_OR_RETURN(Program p, AnalyzeGraph(graph, QuantBaseConfig(config), first_token));
     // INT8/FP8 layers: checked (calibrated, shapes cuBLASLt takes), their weights quantised here
     // and stored so; the FP16 conversion only of weights something else reads.
     SURGE_ASSIGN_OR_RETURN(QuantLinears quant, QuantLinears::Analyze(graph, p, config, false));
@@ -1007,6 +1014,7 @@ class CudaBackend : public Backend {
     blob.dtype = p.dtype;
     blob.padding_free = config.padding_free;
     blob.exact_gelu = p.exact_gelu;
+    blob.first_token_only = p.first_token_only;
     SURGE_ASSIGN_OR_RETURN(Extent opt, ProfileShape(p, config, false));
     SURGE_ASSIGN_OR_RETURN(Extent max, ProfileShape(p, config, true));
     Status gpu = CudaDeviceAvailable();

@@ -117,6 +117,121 @@ void FuseResiduals(const ir::Graph& g, Program* p) {
   }
 }
 
+// AnalyzeGraph's `first_token_only`, for each Gather of token 0.
+void KeepFirstTokenOnly(const ir::Graph& g, Program* p) {
+  auto row_wise = [](OpKind k) {
+    return k == OpKind::kLinear || k == OpKind::kLayerNorm || k == OpKind::kSkipLayerNorm ||
+           k == OpKind::kGelu;
+  };
+  const std::set<int> graph_outputs(g.outputs.begin(), g.outputs.end());
+  int next_id = static_cast<int>(g.values.size());
+  for (size_t gi = 0; gi < p->ops.size(); ++gi) {
+    if (p->ops[gi].kind != OpKind::kGatherFirst) continue;
+    std::map<int, std::set<size_t>> readers;
+    std::map<int, size_t> producer;
+    for (size_t i = 0; i < p->ops.size(); ++i) {
+      for (int v : p->ops[i].inputs) {
+        if (v >= 0 && p->activations.count(v)) readers[v].insert(i);
+      }
+      for (int v : p->ops[i].outputs) {
+        if (v >= 0) producer[v] = i;
+      }
+    }
+    auto tokens = [&](int v) {
+      auto it = p->activations.find(v);
+      return it != p->activations.end() && it->second.domain == RowDomain::kTokens;
+    };
+    // The row-wise ops the gathered value depends on through row-wise ops only...
+    std::set<size_t> s;
+    std::vector<int> stack = {p->ops[gi].inputs[0]};
+    while (!stack.empty()) {
+      const int v = stack.back();
+      stack.pop_back();
+      auto it = producer.find(v);
+      if (it == producer.end() || s.count(it->second) || !row_wise(p->ops[it->second].kind) ||
+          !tokens(v)) {
+        continue;
+      }
+      s.insert(it->second);
+      for (int u : p->ops[it->second].inputs) {
+        if (tokens(u)) stack.push_back(u);
+      }
+    }
+    // ... less those whose outputs something else reads (until none is left to drop).
+    auto only_in = [&](int v, const std::set<size_t>& ops) {
+      if (graph_outputs.count(v)) return false;
+      for (size_t r : readers[v]) {
+        if (r != gi && !ops.count(r)) return false;
+      }
+      return true;
+    };
+    for (bool dropped = true; dropped;) {
+      dropped = false;
+      for (auto it = s.begin(); it != s.end();) {
+        bool keep = true;
+        for (int o : p->ops[*it].outputs) {
+          if (o >= 0 && !only_in(o, s)) keep = false;
+        }
+        if (keep) {
+          ++it;
+        } else {
+          it = s.erase(it);
+          dropped = true;
+        }
+      }
+    }
+    const int v0 = p->ops[gi].inputs[0];
+    if (s.empty() || !producer.count(v0) || !s.count(producer[v0])) continue;
+    // Token-row values the ops read from outside: an attention output that only they read is
+    // computed for the first query only; any other is gathered.
+    std::map<int, int> gathered;                       // token value -> its first rows
+    std::map<size_t, std::vector<LoweredOp>> gathers;  // by the index of their first reader
+    for (size_t i : s) {
+      for (int& u : p->ops[i].inputs) {
+        if (!tokens(u) || s.count(producer.at(u))) continue;
+        LoweredOp& from = p->ops[producer.at(u)];
+        if (from.kind == OpKind::kAttention && only_in(u, s)) {
+          from.first_token_only = true;
+          p->activations[u].domain = RowDomain::kBatch;
+          continue;
+        }
+        auto [it, fresh] = gathered.emplace(u, next_id);
+        if (fresh) {
+          LoweredOp gather = p->ops[gi];
+          gather.inputs = {u};
+          gather.outputs = {next_id};
+          gather.cols = p->activations.at(u).cols;
+          p->activations[next_id] = {RowDomain::kBatch, gather.cols, false};
+          gathers[i].push_back(std::move(gather));
+          ++next_id;
+        }
+        u = it->second;
+      }
+    }
+    // The ops now write first rows; the last one writes the Gather's output, which goes.
+    const int out = p->ops[gi].outputs[0];
+    for (size_t i : s) {
+      LoweredOp& op = p->ops[i];
+      op.first_token_only = true;
+      for (int& o : op.outputs) {
+        if (o == v0) o = out;
+        if (o >= 0) p->activations[o].domain = RowDomain::kBatch;
+      }
+      for (int& u : op.inputs) {
+        if (u == v0) u = out;
+      }
+    }
+    p->activations.erase(v0);
+    p->ops.erase(p->ops.begin() + static_cast<std::ptrdiff_t>(gi));
+    for (auto it = gathers.rbegin(); it != gathers.rend(); ++it) {  // last first: indices hold
+      p->ops.insert(p->ops.begin() + static_cast<std::ptrdiff_t>(it->first), it->second.begin(),
+                    it->second.end());
+    }
+    p->first_token_only = true;
+    gi = 0;  // indices moved: look again from the start (a Gather left reads token rows)
+  }
+}
+
 }  // namespace
 
 Result<DataType> DeviceType(Precision p) {
@@ -223,7 +338,8 @@ GemmDesc OtherLayout(GemmDesc d) {
   return d;
 }
 
-Result<Program> AnalyzeGraph(const ir::Graph& g, const BuilderConfig& config) {
+Result<Program> AnalyzeGraph(const ir::Graph& g, const BuilderConfig& config,
+                             bool first_token_only) {
   Program p;
   SURGE_ASSIGN_OR_RETURN(p.dtype, DeviceType(config.precision));
   for (size_t i = 0; i < g.inputs.size(); ++i) p.input_position[g.inputs[i]] = static_cast<int>(i);
@@ -446,6 +562,7 @@ Result<Program> AnalyzeGraph(const ir::Graph& g, const BuilderConfig& config) {
   }
   p.padding_free = config.padding_free && p.mask >= 0;
   FuseResiduals(g, &p);
+  if (first_token_only) KeepFirstTokenOnly(g, &p);
   return p;
 }
 
@@ -494,7 +611,8 @@ namespace {
 
 bool TokenRows(const Program& p, const LoweredOp& op) {
   auto it = p.activations.find(op.outputs.empty() ? -1 : op.outputs[0]);
-  return it == p.activations.end() || it->second.domain == RowDomain::kTokens;
+  return it == p.activations.end() || it->second.domain == RowDomain::kTokens ||
+         op.first_token_only;
 }
 
 }  // namespace
@@ -601,6 +719,7 @@ std::string SerializeBlob(const Blob& b) {
   }
   PutU32(&s, static_cast<uint32_t>(b.weights_both.size()));
   for (int id : b.weights_both) PutU32(&s, static_cast<uint32_t>(id));
+  PutU32(&s, b.first_token_only ? 1 : 0);
   return s;
 }
 
@@ -724,6 +843,10 @@ Status ReadBlobTail(Reader& r, uint32_t version, Blob* b, bool quant_bytes) {
       SURGE_RETURN_IF_ERROR(r.Read(&id, 4, "id of a weight in both layouts"));
       b->weights_both.insert(static_cast<int>(id));
     }
+    uint32_t first = 0;
+    SURGE_RETURN_IF_ERROR(r.Read(&first, 4, "first-token-only flag"));
+    if (first > 1) return DataLossError("cuda plan blob: first-token-only flag {}", first);
+    b->first_token_only = first != 0;
   }
   if (r.left() != 0) return DataLossError("cuda plan blob has {} trailing bytes", r.left());
   return Status::Ok();

@@ -51,6 +51,10 @@ struct LoweredOp {
   // Linear: inputs[3] is a residual taken over from the SkipLayerNorm that follows (added through
   // the GEMM's C matrix, beta = 1); LayerNorm: that SkipLayerNorm, now reading one input.
   bool fused_residual = false;
+  // Only each sequence's first token reaches the outputs through this op (see
+  // KeepFirstTokenOnly): Attention computes the first query only and writes [B,H]; Linear,
+  // LayerNorm and Gelu run on those rows ([B,C], gathered from token rows) as token-row ops.
+  bool first_token_only = false;
 };
 
 struct ActivationInfo {
@@ -78,13 +82,26 @@ struct Program {
   // Constants the kernels read: value id -> true when kept in float32 (LayerNorm gamma/beta),
   // false when converted to `dtype`.
   std::map<int, bool> weights;
+  // Ops run on the first token rows only (LoweredOp::first_token_only); the row gathers this
+  // adds write activations with ids from `graph.values.size()` up.
+  bool first_token_only = false;
 };
 
 // Checks that every node has a CUDA kernel and derives the program. Errors name the node and op
 // and list what is supported. A SkipLayerNorm whose X (or skip) is the only use of a Linear
 // without activation becomes a LayerNorm, the other operand moving into that Linear as its
 // residual (one read fewer per token row; see LoweredOp::fused_residual).
-Result<Program> AnalyzeGraph(const ir::Graph& graph, const BuilderConfig& config);
+//
+// With `first_token_only`: where the outputs read the last encoder layer only through a Gather of
+// token 0 (a [CLS] pooler or classifier head), the Linear, LayerNorm and Gelu ops between the
+// last attention and that Gather run on each sequence's first token row instead of every token
+// (BERT-base: the last layer's projection, FFN and LayerNorms, a twelfth of the GEMM work), the
+// attention computes the first query only, and a value those ops read from other token rows (a
+// residual) is gathered first. Outputs that read every token (a per-token head, the last hidden
+// state) keep the ops on every row. The result is the same function of the inputs: the rows
+// left out reach no output.
+Result<Program> AnalyzeGraph(const ir::Graph& graph, const BuilderConfig& config,
+                             bool first_token_only = false);
 
 // The device precision for a BuilderConfig precision (fp16 / bf16; fp32 builds use fp16 kernels
 // with float32 statistics is not offered: it is an error naming the valid choices).
@@ -154,6 +171,9 @@ struct Blob {
   // Version 6 on: Linear weights the engine also holds in the other layout (transposed at load,
   // not stored twice); each GEMM on them runs the layout tuned faster at the call's row count.
   std::set<int> weights_both;
+  // Version 6 on: the program runs the last layer on first token rows (AnalyzeGraph's
+  // `first_token_only`); Load analyses the graph as Lower did.
+  bool first_token_only = false;
   bool exact_gelu = true;  // Program::exact_gelu the plan was built with
   // Version 5 on: the INT8/FP8 layers' weights, quantised at build. Such a weight has no entry in
   // `weights` unless a layer running FP16 reads it too; plans before version 5 held every weight

@@ -203,31 +203,41 @@ TEST(CudaBackend, BlobRoundTripAndCorruption) {
   EXPECT_TRUE(back->quant_weights.empty());
   // The same blob as version 4 wrote it (no quantised-weight and both-layout sections) still
   // parses.
-  std::string v4 = s.substr(0, s.size() - 8);
+  std::string v4 = s.substr(0, s.size() - 12);
   const uint32_t four = 4;
   std::memcpy(v4.data() + 8, &four, 4);
   auto old = ParseBlob({reinterpret_cast<const uint8_t*>(v4.data()), v4.size()});
   ASSERT_TRUE(old.ok()) << old.status().ToString();
   EXPECT_EQ(old->weights.at(3), (std::vector<uint8_t>{1, 2, 3, 4}));
-  // Weights held in both layouts (version 6); a version 5 blob has none.
+  // Weights held in both layouts and the first-token-only flag (version 6); a version 5 blob has
+  // neither.
+  EXPECT_FALSE(back->first_token_only);
   b.weights_both = {3, 11};
-  const std::string sb = SerializeBlob(b);
+  b.first_token_only = true;
+  std::string sb = SerializeBlob(b);
   auto both = ParseBlob({reinterpret_cast<const uint8_t*>(sb.data()), sb.size()});
   ASSERT_TRUE(both.ok()) << both.status().ToString();
   EXPECT_EQ(both->weights_both, (std::set<int>{3, 11}));
-  for (size_t cut : {size_t{1}, size_t{4}, size_t{5}}) {
+  EXPECT_TRUE(both->first_token_only);
+  for (size_t cut : {size_t{1}, size_t{4}, size_t{5}, size_t{9}}) {
     auto r = ParseBlob({reinterpret_cast<const uint8_t*>(sb.data()), sb.size() - cut});
     ASSERT_FALSE(r.ok()) << cut;
     EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
   }
-  std::string v5 = sb.substr(0, sb.size() - 12);
+  sb[sb.size() - 4] = 2;
+  auto bad_flag = ParseBlob({reinterpret_cast<const uint8_t*>(sb.data()), sb.size()});
+  ASSERT_FALSE(bad_flag.ok());
+  EXPECT_NE(bad_flag.status().message().find("first-token-only flag 2"), std::string::npos);
+  std::string v5 = sb.substr(0, sb.size() - 16);
   const uint32_t five = 5;
   std::memcpy(v5.data() + 8, &five, 4);
   auto old5 = ParseBlob({reinterpret_cast<const uint8_t*>(v5.data()), v5.size()});
   ASSERT_TRUE(old5.ok()) << old5.status().ToString();
   EXPECT_TRUE(old5->weights_both.empty());
+  EXPECT_FALSE(old5->first_token_only);
   EXPECT_EQ(old5->weights_nk, (std::set<int>{3, 9}));
   b.weights_both.clear();
+  b.first_token_only = false;
   // Quantised weights (version 5): bytes and scales back as written; their ids among the weights
   // the blob holds.
   QuantWeight q8{QuantType::kInt8, 2, 3, {0.5f, 0.25f}, {1, 2, 3, 4, 5, 6}};
@@ -478,6 +488,80 @@ TEST(CudaBackend, TransposeWeightMovesEveryElement) {
   for (int64_t k = 0; k < 3; ++k) {
     for (int64_t n = 0; n < 5; ++n)
       EXPECT_EQ(t.data_as<float>()[n * 3 + k], w.data_as<float>()[k * 5 + n]);
+  }
+}
+
+// The encoder with the pooled [CLS] output only (its last hidden state no output).
+std::shared_ptr<ir::Graph> PooledOnly(std::mt19937& rng) {
+  auto g = MakeEncoder(rng);
+  g->outputs.erase(g->outputs.begin());
+  return g;
+}
+
+// Needs no GPU: the last layer on first token rows where only they reach the outputs.
+TEST(CudaBackend, LastLayerRunsOnFirstTokensWhereOnlyTheyReachTheOutputs) {
+  std::mt19937 rng(9);
+  auto g = PooledOnly(rng);
+  auto before = AnalyzeGraph(*g, Config(true));
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  EXPECT_FALSE(before->first_token_only);
+  auto p = AnalyzeGraph(*g, Config(true), true);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_TRUE(p->first_token_only);
+  std::vector<std::string> kinds;
+  for (const LoweredOp& op : p->ops) {
+    std::string k;
+    switch (op.kind) {
+      case OpKind::kLinear:
+        k = "linear";
+        break;
+      case OpKind::kAttention:
+        k = "attention";
+        break;
+      case OpKind::kGatherFirst:
+        k = "gather";
+        break;
+      case OpKind::kLayerNorm:
+      case OpKind::kSkipLayerNorm:
+        k = "ln";
+        break;
+      default:
+        k = "other";
+    }
+    if (op.first_token_only) k += "*";
+    if (!op.outputs.empty() && op.outputs[0] >= 0 &&
+        p->activations.at(op.outputs[0]).domain == RowDomain::kBatch)
+      k += "[B]";
+    kinds.push_back(k);
+  }
+  // Layer 1 on every token; layer 2's attention for the first query, its residual input gathered,
+  // then the projection, LayerNorm, FFN and LayerNorm on first rows; the pooler as before. The
+  // [CLS] Gather is gone: the last LayerNorm writes its output.
+  EXPECT_EQ(kinds, (std::vector<std::string>{"other", "linear", "attention", "linear", "ln",
+                                             "linear", "linear", "ln", "linear", "attention*[B]",
+                                             "gather[B]", "linear*[B]", "ln*[B]", "linear*[B]",
+                                             "linear*[B]", "ln*[B]", "linear[B]"}));
+  const LoweredOp& last_ln = p->ops[15];
+  const LoweredOp& pooler = p->ops[16];
+  EXPECT_EQ(last_ln.outputs[0], pooler.inputs[0]);
+  const LoweredOp& gather = p->ops[10];
+  EXPECT_GE(gather.outputs[0], static_cast<int>(g->values.size()));  // an added activation
+  EXPECT_EQ(gather.inputs[0], p->ops[8].inputs[0]);    // the layer's input, which QKV reads too
+  EXPECT_EQ(p->ops[11].inputs[3], gather.outputs[0]);  // the projection's residual
+  // FFN1's GELU stays the token rows' tanh-form epilogue on the first rows.
+  bool extra = false;
+  EXPECT_EQ(LinearGemm(*p, p->ops[13], 4, &extra).epilogue, GemmEpilogue::kBiasGeluTanh);
+  EXPECT_FALSE(extra);
+
+  // Outputs that read every token keep every op on every row: the last hidden state, or a
+  // per-token head beside the pooled one.
+  for (bool heads : {false, true}) {
+    std::mt19937 r2(9);
+    auto full = MakeEncoder(r2, true, heads);
+    auto q = AnalyzeGraph(*full, Config(true), true);
+    ASSERT_TRUE(q.ok()) << q.status().ToString();
+    EXPECT_FALSE(q->first_token_only) << heads;
+    for (const LoweredOp& op : q->ops) EXPECT_FALSE(op.first_token_only);
   }
 }
 
@@ -854,6 +938,43 @@ TEST_F(CudaEncoderTest, WeightsInBothLayoutsRunEitherAndMatch) {
   auto roomy = load(*parsed, tight);
   ASSERT_TRUE(roomy.ok()) << roomy.status().ToString();
   EXPECT_NE((*roomy)->Describe().find("in their second layout"), std::string::npos);
+}
+
+// The pooled-only encoder with its last layer on first token rows (the default) against the
+// reference and against the same plan built with every op on every token, padded and packed,
+// eager and replayed.
+TEST_F(CudaEncoderTest, FirstTokenOnlyLastLayerMatches) {
+  auto g = PooledOnly(rng_);
+  for (bool padding_free : {false, true}) {
+    setenv("SURGE_CUDA_FIRST_TOKEN_ONLY", "0", 1);
+    auto every = Build(g, Config(padding_free));
+    unsetenv("SURGE_CUDA_FIRST_TOKEN_ONLY");
+    auto first = Build(g, Config(padding_free));
+    ASSERT_TRUE(every.ok() && first.ok());
+    EXPECT_EQ((*every)->Describe().find("first query only"), std::string::npos);
+    EXPECT_NE((*first)->Describe().find("first query only"), std::string::npos)
+        << (*first)->Describe();
+    EXPECT_NE((*first)->Describe().find("(first token rows only)"), std::string::npos);
+    auto ce = (*every)->CreateContext();
+    auto cf = (*first)->CreateContext();
+    ASSERT_TRUE(ce.ok() && cf.ok());
+    for (auto [B, S] : {std::pair<int64_t, int64_t>{1, 1}, {5, 37}, {8, 64}, {3, 9}}) {
+      std::vector<int64_t> lens;
+      for (int64_t b = 0; b < B; ++b) lens.push_back(1 + (b * 11 + 5) % S);
+      Batch batch = MakeBatch(rng_, B, S, lens);
+      auto ref = RunReference(*g, batch.inputs);
+      for (int rep = 0; rep < 2; ++rep) {
+        std::vector<Tensor> oe, of;
+        ASSERT_TRUE((*ce)->Execute(batch.inputs, &oe).ok());
+        Status st = (*cf)->Execute(batch.inputs, &of);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        ASSERT_EQ(of.size(), 1u);
+        EXPECT_EQ(of[0].shape(), (Shape{B, kH}));
+        EXPECT_LT(RelError(of[0], ref[0]), 1e-2) << B << "x" << S << " pf " << padding_free;
+        EXPECT_LT(RelError(of[0], oe[0]), 2e-3) << B << "x" << S << " pf " << padding_free;
+      }
+    }
+  }
 }
 
 TEST_F(CudaEncoderTest, BadInputsAndBudget) {

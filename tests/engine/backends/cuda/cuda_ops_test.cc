@@ -275,8 +275,29 @@ TEST_P(CudaOpTest, AttentionPaddedAndPackedMatchReference) {
     ASSERT_TRUE(AttentionCanImplement(a));
     CheckCuda(AttentionRun(a, nullptr, nullptr), "AttentionRun padded");
     // Padded form: every row is written (padding queries attend to the real keys).
-    EXPECT_LT(RelError(dout.Download({B * S, H}, dt()), ref[0]), Tolerance(dt()))
+    const Tensor full = dout.Download({B * S, H}, dt());
+    EXPECT_LT(RelError(full, ref[0]), Tolerance(dt()))
         << "d " << d << " seq " << S << " scale " << scale;
+    // The first query only: one row per sequence, equal to that query's row of the full run.
+    auto first_rows_match = [&](const Tensor& all, const std::vector<int64_t>& first_row,
+                                const char* form) {
+      DeviceTensor dfirst(int64_t{B} * H * 2);
+      a.first_query_only = true;
+      a.out = dfirst.get();
+      CheckCuda(AttentionRun(a, nullptr, nullptr), "AttentionRun first query");
+      a.first_query_only = false;
+      const Tensor got = dfirst.Download({B, H}, dt());
+      for (int b = 0; b < B; ++b) {
+        EXPECT_EQ(std::memcmp(got.data_as<float>() + int64_t{b} * H,
+                              all.data_as<float>() + first_row[b] * H, H * sizeof(float)),
+                  0)
+            << form << " first query of sequence " << b << ", d " << d << " seq " << S;
+      }
+    };
+    std::vector<int64_t> padded_first;
+    for (int b = 0; b < B; ++b) padded_first.push_back(int64_t{b} * S);
+    first_rows_match(full, padded_first, "padded");
+    a.out = dout.get();
 
     // Packed: gather the real tokens' QKV rows, run with cu_seqlens, compare real rows.
     std::vector<int64_t> real_rows;
@@ -299,8 +320,10 @@ TEST_P(CudaOpTest, AttentionPaddedAndPackedMatchReference) {
     CheckCuda(AttentionRun(a, nullptr, nullptr), "AttentionRun packed");
     std::vector<int64_t> got_rows(T);
     for (int64_t t = 0; t < T; ++t) got_rows[t] = t;
-    EXPECT_LT(RelError(dpo.Download({T, H}, dt()), ref[0], H, got_rows, real_rows), Tolerance(dt()))
+    const Tensor packed_out = dpo.Download({T, H}, dt());
+    EXPECT_LT(RelError(packed_out, ref[0], H, got_rows, real_rows), Tolerance(dt()))
         << "packed d " << d << " seq " << S << " scale " << scale;
+    first_rows_match(packed_out, std::vector<int64_t>(cu.begin(), cu.end() - 1), "packed");
   }
 }
 
