@@ -5,12 +5,48 @@ per shape, named), achieved TFLOP/s against the cuBLAS ceiling measured in the s
 issue's targets (met or not), and how far each side's logits are from an FP32 reference.
 
     python3 bench/gpu_vs_pytorch/report.py DIR [--machine h200] [--date YYYY-MM-DD]
-        [--suffix -run3] [--commit SHA] [--append-perf docs/perf.md]
+        [--suffix -run3] [--commit SHA] [--append-perf docs/perf.md] [--torch-log FILE]
+
+--torch-log FILE: where DIR has no torch_bench.json (a round's JSON that did not come back),
+read the peer's medians, ceilings and logit agreement from the lines torch_bert.py printed to
+its log (scripts/gpu/check's bench.log) instead; the torch version is not in the log, and the
+merged JSON says where its torch figures came from.
 """
 import argparse
 import datetime
 import json
 import os
+import re
+
+
+def torch_from_log(path):
+    """torch_bench.json's fields from torch_bert.py's printed lines."""
+    results, agreement, ceil = [], [], {}
+    num = r"([0-9.]+(?:e[-+]?[0-9]+)?)"
+    for line in open(path, encoding="utf-8"):
+        line = line.split(":", 1)[1] if line.startswith("/") and ".log:" in line else line
+        m = re.match(r"torch (\S+)\s+(\S+)\s+median\s+" + num + " ms", line)
+        if m:
+            results.append({"mode": m[1], "shape": m[2], "median_ms": float(m[3])})
+            continue
+        m = re.match(r"cuBLAS FP16 GEMM 8192\^3: " + num + r" TFLOP/s; BERT-base GEMMs at "
+                     r"128x128: " + num + r" ms \(" + num + r" TFLOP/s\)", line)
+        if m:
+            ceil = {"gemm_8192_fp16_tflops": float(m[1]), "bert_gemms_128x128_ms": float(m[2]),
+                    "bert_gemms_128x128_tflops": float(m[3])}
+            continue
+        m = re.match(r"logits vs fp32 (\S+)\s+(.+?)\s+rel " + num + " max abs " + num +
+                     r" \(\|logit\| max " + num + r"\)", line)
+        if m:
+            agreement.append({"shape": m[1], "who": m[2], "vs_fp32": {
+                "rel_l2": float(m[3]), "max_abs": float(m[4]), "ref_max_abs": float(m[5])}})
+    if not results or not ceil:
+        raise SystemExit(f"{path}: no torch medians or no cuBLAS ceiling line")
+    # A log holding the round twice (grep's summary after the full output) repeats lines.
+    results = list({(r["mode"], r["shape"]): r for r in results}.values())
+    agreement = list({(a["shape"], a["who"]): a for a in agreement}.values())
+    return {"torch": "(not in the log)", "results": results, "ceilings": ceil,
+            "agreement": agreement, "source": os.path.basename(path)}
 
 
 def fmt(v, spec=".2f"):
@@ -25,9 +61,14 @@ def main():
     ap.add_argument("--suffix", default="")
     ap.add_argument("--commit", default="")
     ap.add_argument("--append-perf")
+    ap.add_argument("--torch-log")
     args = ap.parse_args()
     surge = json.load(open(os.path.join(args.dir, "surge_bench.json")))
-    torch = json.load(open(os.path.join(args.dir, "torch_bench.json")))
+    torch_json = os.path.join(args.dir, "torch_bench.json")
+    if os.path.exists(torch_json) or not args.torch_log:
+        torch = json.load(open(torch_json))
+    else:
+        torch = torch_from_log(args.torch_log)
     tests = {}
     for name in ("cuda_backend_test", "cuda_model_test"):
         path = os.path.join(args.dir, f"{name}.json")

@@ -104,6 +104,14 @@ TEST_P(CudaFixtures, LowersAndMatchesPyTorch) {
       GTEST_SKIP() << blob.status().message();
     }
     ASSERT_TRUE(blob.ok()) << blob.status().ToString();
+    // A sequence classifier (logits [B, labels], no other output) runs its last layer on [CLS]
+    // rows only; a token classifier on every token.
+    const auto& logits_shape = shared->values[shared->outputs[logits_index]].shape;
+    ASSERT_TRUE(logits_shape.has_value());
+    auto parsed = ParseBlob({reinterpret_cast<const uint8_t*>(blob->data()), blob->size()});
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    EXPECT_EQ(parsed->first_token_only, logits_shape->size() == 2 && shared->outputs.size() == 1)
+        << c.folder << "/" << c.model << ": logits of rank " << logits_shape->size();
 
     Status gpu = CudaDeviceAvailable();
     if (!gpu.ok()) GTEST_SKIP() << "lowered; running needs an sm_90 GPU: " << gpu.message();
