@@ -19,6 +19,7 @@
 #include "engine/backends/cuda/cuda_check.h"
 #include "engine/backends/cuda/embed_layer_norm_kernels.h"
 #include "engine/backends/cuda/gemm.h"
+#include "engine/backends/cuda/host_convert.h"
 #include "engine/backends/cuda/input_index.h"
 #include "engine/backends/cuda/layer_norm_kernels.h"
 #include "engine/backends/cuda/lowering.h"
@@ -128,7 +129,14 @@ class CudaContext : public BackendContext {
   void LogOpTimes(HostClock::time_point start, HostClock::time_point launch,
                   HostClock::time_point launched, HostClock::time_point done);
   void* Act(int value) const;
-  Result<const GemmPlan*> Plan(size_t op_index, const GemmDesc& desc);
+  // A Linear's cuBLASLt plan at desc.m rows and the copy of its weight (value id `weight`) that
+  // plan reads: where the engine holds the weight in both layouts, the one tuned faster at that
+  // row count. Made once per op and row count.
+  struct LinearPlan {
+    std::unique_ptr<GemmPlan> plan;
+    const void* weight = nullptr;
+  };
+  Result<const LinearPlan*> Plan(size_t op_index, int weight, GemmDesc desc);
 
   std::shared_ptr<const CudaEngine> engine_;
   cudaStream_t stream_ = nullptr;
@@ -144,7 +152,7 @@ class CudaContext : public BackendContext {
   bool op_times_ = false;
   std::vector<std::pair<const char*, cudaEvent_t>> marks_;
   std::vector<cudaEvent_t> event_pool_;
-  std::map<std::pair<size_t, int64_t>, std::unique_ptr<GemmPlan>> gemm_plans_;
+  std::map<std::pair<size_t, int64_t>, LinearPlan> gemm_plans_;
   QuantLinearRunner quant_runner_;
   std::map<RunShape, cudaGraphExec_t> graphs_;
   std::set<RunShape> uncapturable_;
@@ -172,7 +180,6 @@ class CudaEngine : public BackendEngine, public std::enable_shared_from_this<Cud
     return it == other_layout_ptr_.end() ? nullptr : it->second;
   }
   const TacticTable& tactics() const { return tactics_; }
-  const GemmAlgo* Tactic(const GemmDesc& desc) const { return tactics_.Find(desc); }
   // Reserves device bytes against the budget; the error says what would not fit.
   Status Reserve(size_t bytes, std::string_view what) const;
   void Release(size_t bytes) const { reserved_ -= bytes; }
@@ -383,9 +390,11 @@ Status CudaEngine::LoadOtherLayouts(const Blob& b,
   size_t off = 0;
   for (const auto& [v, shape] : kn) {
     const std::vector<uint8_t>& data = bytes.at(v);
+    const auto [k, n] = shape;
     const bool nk = b.weights_nk.count(v) > 0;  // stored [N,K]: the copy is [K,N]
-    const std::vector<uint8_t> t = nk ? TransposeBytes(data, shape.second, shape.first, 2)
-                                      : TransposeBytes(data, shape.first, shape.second, 2);
+    std::vector<uint8_t> t(data.size());  // 2-byte elements: Linear weights in the device type
+    Transpose(reinterpret_cast<const uint16_t*>(data.data()), nk ? n : k, nk ? k : n,
+              reinterpret_cast<uint16_t*>(t.data()));
     char* dst = static_cast<char*>(other_layout_.get()) + off;
     SURGE_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, t.data(), t.size(), cudaMemcpyHostToDevice));
     other_layout_ptr_[v] = dst;
@@ -596,16 +605,22 @@ void* CudaContext::Act(int v) const {
   return static_cast<char*>(arena_.get()) + engine_->act_offset().at(v);
 }
 
-Result<const GemmPlan*> CudaContext::Plan(size_t op_index, const GemmDesc& desc) {
+Result<const CudaContext::LinearPlan*> CudaContext::Plan(size_t op_index, int weight,
+                                                         GemmDesc desc) {
   auto key = std::make_pair(op_index, desc.m);
   auto it = gemm_plans_.find(key);
-  if (it != gemm_plans_.end()) return it->second.get();
-  const GemmAlgo* tuned = engine_->Tactic(desc);
+  if (it != gemm_plans_.end()) return &it->second;
+  LinearPlan lp;
+  lp.weight = engine_->Weight(weight);
+  if (const void* other = engine_->OtherLayoutWeight(weight);
+      other && engine_->tactics().OtherLayoutFaster(desc)) {
+    desc = OtherLayout(desc);
+    lp.weight = other;
+  }
+  const GemmAlgo* tuned = engine_->tactics().Find(desc);
   SURGE_ASSIGN_OR_RETURN(
-      auto plan, GemmPlan::Create(lt_, desc, tuned ? *tuned : GemmAlgo{}, kGemmWorkspaceBytes));
-  const GemmPlan* p = plan.get();
-  gemm_plans_[key] = std::move(plan);
-  return p;
+      lp.plan, GemmPlan::Create(lt_, desc, tuned ? *tuned : GemmAlgo{}, kGemmWorkspaceBytes));
+  return &(gemm_plans_[key] = std::move(lp));
 }
 
 Status CudaContext::RunOps(const RunShape& sh, bool capturing) {
@@ -670,19 +685,14 @@ Status CudaContext::RunOps(const RunShape& sh, bool capturing) {
           break;
         }
         bool extra = false;
-        GemmDesc d = LinearGemm(prog, op, rows, &extra);
-        const void* weight = engine_->Weight(in(1));
-        if (const void* other = engine_->OtherLayoutWeight(in(1));
-            other && engine_->tactics().OtherLayoutFaster(d)) {
-          d = OtherLayout(d);
-          weight = other;
-        }
-        SURGE_ASSIGN_OR_RETURN(const GemmPlan* plan, Plan(i, d));
+        const GemmDesc d = LinearGemm(prog, op, rows, &extra);
+        SURGE_ASSIGN_OR_RETURN(const LinearPlan* lp, Plan(i, in(1), d));
         Mark(d.n == op.k ? "gemm_square" : (d.n > op.k ? "gemm_wide" : "gemm_narrow"), capturing);
         const void* bias = engine_->Weight(in(2));
         const void* res = in(3) >= 0 ? Act(in(3)) : nullptr;
-        SURGE_RETURN_IF_ERROR(plan->Run(lt_, Act(in(0)), weight, bias, d.residual ? res : nullptr,
-                                        Act(out), gemm_ws_.get(), kGemmWorkspaceBytes, stream_));
+        SURGE_RETURN_IF_ERROR(lp->plan->Run(lt_, Act(in(0)), lp->weight, bias,
+                                            d.residual ? res : nullptr, Act(out), gemm_ws_.get(),
+                                            kGemmWorkspaceBytes, stream_));
         if (extra) {
           Mark("bias_act", capturing);
           BiasActArgs a;
@@ -1133,10 +1143,8 @@ class CudaBackend : public Backend {
       for (const LoweredOp& op : p->ops) {
         if (op.kind != OpKind::kLinear || !both.count(op.inputs[1])) continue;
         for (auto [tokens, batch] : shapes) {
-          const bool batch_rows = p->activations.at(op.outputs[0]).domain == RowDomain::kBatch;
-          bool unused = false;
-          const GemmDesc d = OtherLayout(LinearGemm(*p, op, batch_rows ? batch : tokens, &unused));
-          blob->tactics[TacticKey(d)] = with_other.at(TacticKey(d));
+          const std::string key = TacticKey(OtherLayout(LinearGemmAt(*p, op, tokens, batch)));
+          blob->tactics[key] = with_other.at(key);
         }
       }
       blob->weights_both = both;

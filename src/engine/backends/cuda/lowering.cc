@@ -596,17 +596,6 @@ Tensor TransposeWeight(const Tensor& w) {
   return t;
 }
 
-std::vector<uint8_t> TransposeBytes(std::span<const uint8_t> bytes, int64_t rows, int64_t cols,
-                                    size_t elem) {
-  std::vector<uint8_t> out(bytes.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      std::memcpy(out.data() + (c * rows + r) * elem, bytes.data() + (r * cols + c) * elem, elem);
-    }
-  }
-  return out;
-}
-
 namespace {
 
 bool TokenRows(const Program& p, const LoweredOp& op) {
@@ -641,13 +630,17 @@ GemmDesc LinearGemm(const Program& p, const LoweredOp& op, int64_t rows, bool* n
   return d;
 }
 
+GemmDesc LinearGemmAt(const Program& p, const LoweredOp& op, int64_t token_rows,
+                      int64_t batch_rows) {
+  const bool batch = p.activations.at(op.outputs[0]).domain == RowDomain::kBatch;
+  bool unused = false;
+  return LinearGemm(p, op, batch ? batch_rows : token_rows, &unused);
+}
+
 std::vector<GemmDesc> LinearGemms(const Program& p, int64_t token_rows, int64_t batch_rows) {
   std::vector<GemmDesc> out;
   for (const LoweredOp& op : p.ops) {
-    if (op.kind != OpKind::kLinear) continue;
-    const bool batch = p.activations.at(op.outputs[0]).domain == RowDomain::kBatch;
-    bool unused = false;
-    out.push_back(LinearGemm(p, op, batch ? batch_rows : token_rows, &unused));
+    if (op.kind == OpKind::kLinear) out.push_back(LinearGemmAt(p, op, token_rows, batch_rows));
   }
   return out;
 }
@@ -664,10 +657,8 @@ std::set<int> WeightsWorthBothLayouts(const Program& p,
   for (const LoweredOp& op : p.ops) {
     if (op.kind != OpKind::kLinear) continue;
     const int w = op.inputs[1];
-    const bool batch = p.activations.at(op.outputs[0]).domain == RowDomain::kBatch;
-    for (auto [tokens, batch_rows] : shapes) {
-      bool unused = false;
-      const GemmDesc d = LinearGemm(p, op, batch ? batch_rows : tokens, &unused);
+    for (auto [tokens, batch] : shapes) {
+      const GemmDesc d = LinearGemmAt(p, op, tokens, batch);
       const float own = time(d), other = time(OtherLayout(d));
       if (!(other > 0)) {
         untuned.insert(w);

@@ -183,9 +183,6 @@ struct Blob {
 
 // W [K,N] -> [N,K] (float32).
 Tensor TransposeWeight(const Tensor& w);
-// A row-major [rows, cols] matrix of `elem`-byte elements, transposed to [cols, rows].
-std::vector<uint8_t> TransposeBytes(std::span<const uint8_t> bytes, int64_t rows, int64_t cols,
-                                    size_t elem);
 
 // `desc` with its weight in the other layout.
 GemmDesc OtherLayout(GemmDesc desc);
@@ -211,6 +208,9 @@ Result<std::vector<uint8_t>> ConvertWeight(const Tensor& t, bool keep_float32, D
 
 // The Linear GEMM shapes of `program` at `rows` token rows (batch-domain GEMMs at `batch` rows).
 std::vector<GemmDesc> LinearGemms(const Program& program, int64_t token_rows, int64_t batch_rows);
+// One Linear op's GEMM there (LinearGemm at the op's row domain's count).
+GemmDesc LinearGemmAt(const Program& program, const LoweredOp& op, int64_t token_rows,
+                      int64_t batch_rows);
 // The GEMM run for one Linear op at `rows` rows, and whether a separate bias/activation/residual
 // pass follows it. Bias, residual (C, beta = 1) and tanh-form GELU are cuBLASLt epilogues; erf
 // GELU on token rows uses the tanh-form epilogue unless program.exact_gelu (the two differ by at

@@ -508,26 +508,14 @@ TEST(CudaBackend, LastLayerRunsOnFirstTokensWhereOnlyTheyReachTheOutputs) {
   auto p = AnalyzeGraph(*g, Config(true), true);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_TRUE(p->first_token_only);
+  const std::map<OpKind, std::string> names = {{OpKind::kLinear, "linear"},
+                                               {OpKind::kAttention, "attention"},
+                                               {OpKind::kGatherFirst, "gather"},
+                                               {OpKind::kLayerNorm, "ln"},
+                                               {OpKind::kSkipLayerNorm, "ln"}};
   std::vector<std::string> kinds;
   for (const LoweredOp& op : p->ops) {
-    std::string k;
-    switch (op.kind) {
-      case OpKind::kLinear:
-        k = "linear";
-        break;
-      case OpKind::kAttention:
-        k = "attention";
-        break;
-      case OpKind::kGatherFirst:
-        k = "gather";
-        break;
-      case OpKind::kLayerNorm:
-      case OpKind::kSkipLayerNorm:
-        k = "ln";
-        break;
-      default:
-        k = "other";
-    }
+    std::string k = names.count(op.kind) ? names.at(op.kind) : "other";
     if (op.first_token_only) k += "*";
     if (!op.outputs.empty() && op.outputs[0] >= 0 &&
         p->activations.at(op.outputs[0]).domain == RowDomain::kBatch)
@@ -562,25 +550,6 @@ TEST(CudaBackend, LastLayerRunsOnFirstTokensWhereOnlyTheyReachTheOutputs) {
     ASSERT_TRUE(q.ok()) << q.status().ToString();
     EXPECT_FALSE(q->first_token_only) << heads;
     for (const LoweredOp& op : q->ops) EXPECT_FALSE(op.first_token_only);
-  }
-}
-
-TEST(CudaBackend, TransposeBytesMovesEveryElement) {
-  for (size_t elem : {size_t{2}, size_t{4}}) {
-    const int64_t rows = 3, cols = 5;
-    std::vector<uint8_t> m(rows * cols * elem);
-    for (size_t i = 0; i < m.size(); ++i) m[i] = static_cast<uint8_t>(i * 7 + 1);
-    const std::vector<uint8_t> t = TransposeBytes(m, rows, cols, elem);
-    ASSERT_EQ(t.size(), m.size());
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c) {
-        EXPECT_EQ(
-            std::memcmp(t.data() + (c * rows + r) * elem, m.data() + (r * cols + c) * elem, elem),
-            0)
-            << elem << " " << r << " " << c;
-      }
-    }
-    EXPECT_EQ(TransposeBytes(t, cols, rows, elem), m);
   }
 }
 
@@ -620,9 +589,7 @@ TEST(CudaBackend, BothLayoutsWhereTheOtherIsFasterAtSomeTunedRowCount) {
   for (size_t i = 0; i < linears.size(); ++i) {
     if (!seen.insert(shape_of(linears[i])).second) continue;  // the first of a shape sets its own
     for (auto [tokens, batch] : shapes) {
-      const bool batch_rows = p->activations.at(linears[i]->outputs[0]).domain == RowDomain::kBatch;
-      bool unused = false;
-      const GemmDesc d = LinearGemm(*p, *linears[i], batch_rows ? batch : tokens, &unused);
+      const GemmDesc d = LinearGemmAt(*p, *linears[i], tokens, batch);
       put(d, 10.f);
       float other = 9.8f;
       if (i == 0 && tokens == 512) other = 9.f;
