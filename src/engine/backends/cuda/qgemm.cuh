@@ -3,21 +3,21 @@
 // unit (qgemm_tile*_kernels.cu) so the build runs them in parallel.
 #pragma once
 
-#include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
-#include <cutlass/epilogue/collective/collective_builder.hpp>
-#include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
 #include <cutlass/epilogue/thread/activation.h>
 #include <cutlass/functional.h>
-#include <cutlass/gemm/collective/collective_builder.hpp>
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include <cutlass/util/packed_stride.hpp>
-
 #include <type_traits>
 
-#include "engine/backends/cuda/qgemm_kernels.h"
 #include "engine/backends/cuda/launch.cuh"
+#include "engine/backends/cuda/qgemm_kernels.h"
 
 namespace surge::engine::cuda::qgemm {
 
@@ -89,9 +89,9 @@ struct Fusion {
   using Scale = fusion::Sm90RowBroadcast<0, TileShape, float, float>;
   using Bias = fusion::Sm90RowBroadcast<0, TileShape, cutlass::half_t, float>;
   template <class Out>
-  using Dequant = fusion::Sm90EVT<fusion::Sm90Compute<cutlass::homogeneous_multiply_add, Out,
-                                                      float, kRound>,
-                                  Scale, fusion::Sm90AccFetch, Bias>;
+  using Dequant =
+      fusion::Sm90EVT<fusion::Sm90Compute<cutlass::homogeneous_multiply_add, Out, float, kRound>,
+                      Scale, fusion::Sm90AccFetch, Bias>;
   // The tanh form with the hardware tanh (tanh.approx), as cuBLASLt's GELU epilogue: the erf form
   // (erff) took longer than the tile's whole K loop on FFN1 (K = 768).
   template <class Out, class Child>
@@ -129,8 +129,8 @@ struct Fusion {
   }
 };
 
-template <class TileShape, class ClusterShape, class Element, class MainSchedule,
-          class EpiSchedule, Epilogue kEpi>
+template <class TileShape, class ClusterShape, class Element, class MainSchedule, class EpiSchedule,
+          Epilogue kEpi>
 struct Kernel {
   using F = Fusion<TileShape, Element, kEpi>;
   using ElementD = typename F::ElementD;
@@ -140,9 +140,8 @@ struct Kernel {
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, typename Operand<Element>::Accumulator,
-      float, ElementC,
-      cutlass::layout::RowMajor, kAlignD, ElementD, cutlass::layout::RowMajor, kAlignD,
-      EpiSchedule, typename F::Evt>::CollectiveOp;
+      float, ElementC, cutlass::layout::RowMajor, kAlignD, ElementD, cutlass::layout::RowMajor,
+      kAlignD, EpiSchedule, typename F::Evt>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, 16,
       Element, cutlass::layout::ColumnMajor, 16, typename Operand<Element>::Accumulator, TileShape,
@@ -178,8 +177,7 @@ struct Kernel {
   static size_t WorkspaceSize(const QGemmArgs& a, int sm_count) {
     return Gemm::get_workspace_size(Arguments(a, sm_count));
   }
-  static cudaError_t Run(const QGemmArgs& a, int sm_count, void* workspace,
-                         cudaStream_t stream) {
+  static cudaError_t Run(const QGemmArgs& a, int sm_count, void* workspace, cudaStream_t stream) {
     Gemm gemm;
     const auto args = Arguments(a, sm_count);
     if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) {
@@ -201,8 +199,8 @@ struct TileOps {
   cudaError_t (*run)(const QGemmArgs&, int sm_count, void*, cudaStream_t) = nullptr;
 };
 
-template <class TileShape, class ClusterShape, class Element, class MainSchedule,
-          class EpiSchedule, Epilogue E>
+template <class TileShape, class ClusterShape, class Element, class MainSchedule, class EpiSchedule,
+          Epilogue E>
 TileOps OpsOf() {
   using K = Kernel<TileShape, ClusterShape, Element, MainSchedule, EpiSchedule, E>;
   return TileOps{&K::CanImplement, &K::WorkspaceSize, &K::Run};
@@ -212,15 +210,15 @@ TileOps OpsOf() {
 template <class TileShape, class ClusterShape, bool kCooperative, class EpiSchedule>
 TileOps OpsFor(QuantType t, Epilogue e) {
   using Fp8 = cutlass::float_e4m3_t;
-  using Int8Main = std::conditional_t<kCooperative, Operand<int8_t>::Cooperative,
-                                      Operand<int8_t>::PingPong>;
+  using Int8Main =
+      std::conditional_t<kCooperative, Operand<int8_t>::Cooperative, Operand<int8_t>::PingPong>;
   using Fp8Main =
       std::conditional_t<kCooperative, Operand<Fp8>::Cooperative, Operand<Fp8>::PingPong>;
   switch (e) {
-#define SURGE_QGEMM_CASE(E)                                                            \
-  case E:                                                                              \
-    return t == QuantType::kInt8                                                       \
-               ? OpsOf<TileShape, ClusterShape, int8_t, Int8Main, EpiSchedule, E>()    \
+#define SURGE_QGEMM_CASE(E)                                                         \
+  case E:                                                                           \
+    return t == QuantType::kInt8                                                    \
+               ? OpsOf<TileShape, ClusterShape, int8_t, Int8Main, EpiSchedule, E>() \
                : OpsOf<TileShape, ClusterShape, Fp8, Fp8Main, EpiSchedule, E>();
     SURGE_QGEMM_CASE(Epilogue::kBias)
     SURGE_QGEMM_CASE(Epilogue::kBiasResidual)
