@@ -130,7 +130,7 @@ struct Fusion {
 };
 
 template <class TileShape, class ClusterShape, class Element, class MainSchedule, class EpiSchedule,
-          Epilogue kEpi>
+          class EpiTile, Epilogue kEpi>
 struct Kernel {
   using F = Fusion<TileShape, Element, kEpi>;
   using ElementD = typename F::ElementD;
@@ -138,10 +138,9 @@ struct Kernel {
   static constexpr int kAlignD = 16 / sizeof(ElementD);
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, typename Operand<Element>::Accumulator,
-      float, ElementC, cutlass::layout::RowMajor, kAlignD, ElementD, cutlass::layout::RowMajor,
-      kAlignD, EpiSchedule, typename F::Evt>::CollectiveOp;
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape, EpiTile,
+      typename Operand<Element>::Accumulator, float, ElementC, cutlass::layout::RowMajor, kAlignD,
+      ElementD, cutlass::layout::RowMajor, kAlignD, EpiSchedule, typename F::Evt>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, 16,
       Element, cutlass::layout::ColumnMajor, 16, typename Operand<Element>::Accumulator, TileShape,
@@ -200,14 +199,16 @@ struct TileOps {
 };
 
 template <class TileShape, class ClusterShape, class Element, class MainSchedule, class EpiSchedule,
-          Epilogue E>
+          class EpiTile, Epilogue E>
 TileOps OpsOf() {
-  using K = Kernel<TileShape, ClusterShape, Element, MainSchedule, EpiSchedule, E>;
+  using K = Kernel<TileShape, ClusterShape, Element, MainSchedule, EpiSchedule, EpiTile, E>;
   return TileOps{&K::CanImplement, &K::WorkspaceSize, &K::Run};
 }
 
-// `cooperative`: the cooperative schedule (else ping-pong) for both operand types.
-template <class TileShape, class ClusterShape, bool kCooperative, class EpiSchedule>
+// `cooperative`: the cooperative schedule (else ping-pong) for both operand types; `EpiTile` the
+// epilogue's subtile (CUTLASS's automatic choice by default).
+template <class TileShape, class ClusterShape, bool kCooperative, class EpiSchedule,
+          class EpiTile = cutlass::epilogue::collective::EpilogueTileAuto>
 TileOps OpsFor(QuantType t, Epilogue e) {
   using Fp8 = cutlass::float_e4m3_t;
   using Int8Main =
@@ -215,18 +216,19 @@ TileOps OpsFor(QuantType t, Epilogue e) {
   using Fp8Main =
       std::conditional_t<kCooperative, Operand<Fp8>::Cooperative, Operand<Fp8>::PingPong>;
   switch (e) {
-#define SURGE_QGEMM_CASE(E)                                                         \
-  case E:                                                                           \
-    return t == QuantType::kInt8                                                    \
-               ? OpsOf<TileShape, ClusterShape, int8_t, Int8Main, EpiSchedule, E>() \
-               : OpsOf<TileShape, ClusterShape, Fp8, Fp8Main, EpiSchedule, E>();
+#define SURGE_QGEMM_CASE(E)                                                                  \
+  case E:                                                                                    \
+    return t == QuantType::kInt8                                                             \
+               ? OpsOf<TileShape, ClusterShape, int8_t, Int8Main, EpiSchedule, EpiTile, E>() \
+               : OpsOf<TileShape, ClusterShape, Fp8, Fp8Main, EpiSchedule, EpiTile, E>();
     SURGE_QGEMM_CASE(Epilogue::kBias)
     SURGE_QGEMM_CASE(Epilogue::kBiasResidual)
     SURGE_QGEMM_CASE(Epilogue::kBiasGeluQuantised)
 #undef SURGE_QGEMM_CASE
     case Epilogue::kBiasGelu:
       if (t == QuantType::kInt8) {
-        return OpsOf<TileShape, ClusterShape, int8_t, Int8Main, EpiSchedule, Epilogue::kBiasGelu>();
+        return OpsOf<TileShape, ClusterShape, int8_t, Int8Main, EpiSchedule, EpiTile,
+                     Epilogue::kBiasGelu>();
       }
       return TileOps{};
   }
@@ -236,6 +238,9 @@ TileOps OpsFor(QuantType t, Epilogue e) {
 // Defined by the tile translation units.
 // Cooperative: the two consumer warpgroups share a tile. Ping-pong: they alternate tiles, so one
 // runs its epilogue while the other multiplies (pays on short K, where the epilogue weighs).
+// The 128 x 128 ping-pong units store their epilogue in 64 x 128 subtiles (EpiTile), two a tile
+// rather than the four (8-bit out) or eight (FP16 out) of CUTLASS's automatic choice: fewer
+// shared-memory fences, barriers and TMA stores per tile (docs/perf.md, 2026-12-06).
 TileOps Tile128x128(QuantType t, Epilogue e);          // 128 x 128 x 128, cooperative
 TileOps Tile64x128(QuantType t, Epilogue e);           // 64 x 128 x 128, ping-pong (few rows)
 TileOps Tile128x128PingPong(QuantType t, Epilogue e);  // 128 x 128 x 128, ping-pong
