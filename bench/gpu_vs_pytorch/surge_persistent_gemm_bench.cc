@@ -7,13 +7,15 @@
 // say what the GEMMs, and the grid-wide barriers between them, would cost inside such a kernel.
 //
 //   surge_persistent_gemm_bench [--layers 12] [--hidden 768] [--ffn 3072] [--cluster 4,8]
-//                               [--kblock 32,64] [--reps 200]
+//                               [--kblock 32,64] [--persistent on|off] [--reps 200]
 // Prints one JSON object: ms per forward (median of 5 samples of `reps` graph replays) of the
-// cuBLASLt chain, of the persistent kernel per cluster size and of its barriers alone, and how
-// close the persistent kernel's output is to the cuBLASLt chain's. Per configuration four
-// variants: weights copied row by row, pre-tiled (one copy per CTA share), pre-tiled with each
-// cluster starting its K loop at another k-block (ChainConfig::stagger), and pre-tiled with the
-// next weights copied after the K loop (ChainConfig::late_weights).
+// cuBLASLt chain, of the same chain on the FP16 GEMM of our own (one tile for every GEMM; with
+// programmatic dependent launch unless SURGE_CUDA_PDL=0), of the persistent kernel per cluster size
+// and of its barriers alone, and how close the persistent kernel's output is to the cuBLASLt
+// chain's. Per configuration four variants: weights copied row by row, pre-tiled (one copy per CTA
+// share), pre-tiled with each cluster starting its K loop at another k-block
+// (ChainConfig::stagger), and pre-tiled with the next weights copied after the K loop
+// (ChainConfig::late_weights).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "engine/backends/cuda/gemm.h"
+#include "engine/backends/cuda/qgemm_kernels.h"
 #include "persistent_gemm_chain.h"
 
 namespace surge::engine::cuda {
@@ -86,6 +89,19 @@ std::vector<uint16_t> HostBits(const __half* d, size_t count) {
   return h;
 }
 
+// What `enqueue` puts on `stream`, captured and instantiated as a graph.
+template <typename Fn>
+cudaGraphExec_t Capture(Fn&& enqueue, cudaStream_t stream) {
+  cudaGraph_t g;
+  cudaGraphExec_t exec;
+  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  enqueue();
+  CHECK_CUDA(cudaStreamEndCapture(stream, &g));
+  CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
+  cudaGraphDestroy(g);
+  return exec;
+}
+
 // Median over 5 samples of `reps` replays of `graph`, ms per replay.
 float TimeGraph(cudaGraphExec_t graph, cudaStream_t stream, int reps) {
   cudaEvent_t a, b;
@@ -119,6 +135,24 @@ std::vector<float> ToHost(const __half* d, size_t count) {
   return f;
 }
 
+// How close `got` is to `want` (the cuBLASLt chain's output), into `r`.
+void Closeness(const std::vector<float>& got, const std::vector<float>& want, json* r) {
+  double max_diff = 0, max_ref = 0, dot = 0, n_got = 0, n_want = 0;
+  bool finite = true;
+  for (size_t i = 0; i < got.size(); ++i) {
+    finite = finite && std::isfinite(got[i]);
+    max_diff = std::max(max_diff, double(std::fabs(got[i] - want[i])));
+    max_ref = std::max(max_ref, double(std::fabs(want[i])));
+    dot += double(got[i]) * want[i];
+    n_got += double(got[i]) * got[i];
+    n_want += double(want[i]) * want[i];
+  }
+  (*r)["finite"] = finite;
+  (*r)["max_abs_diff"] = max_diff;
+  (*r)["max_abs_ref"] = max_ref;
+  (*r)["cosine"] = dot / std::sqrt(n_got * n_want + 1e-30);
+}
+
 // One persistent configuration on `phases`: its output against `want` (the cuBLASLt chain's),
 // its graph-replay time, with `parts` the times of its parts alone, and where a phase's time goes.
 json Measure(const ChainConfig& config, const std::vector<ChainPhase>& phases, __half* in,
@@ -134,21 +168,7 @@ json Measure(const ChainConfig& config, const std::vector<ChainPhase>& phases, _
   CHECK_CUDA(cudaMemcpyAsync(in, x0, want.size() * 2, cudaMemcpyDeviceToDevice, stream));
   CHECK_CUDA(LaunchChain(config, dev_phases, n, barrier, ChainWork::kFull, stream));
   CHECK_CUDA(cudaStreamSynchronize(stream));
-  const std::vector<float> got = ToHost(out, want.size());
-  double max_diff = 0, max_ref = 0, dot = 0, n_got = 0, n_want = 0;
-  bool finite = true;
-  for (size_t i = 0; i < got.size(); ++i) {
-    finite = finite && std::isfinite(got[i]);
-    max_diff = std::max(max_diff, double(std::fabs(got[i] - want[i])));
-    max_ref = std::max(max_ref, double(std::fabs(want[i])));
-    dot += double(got[i]) * want[i];
-    n_got += double(got[i]) * got[i];
-    n_want += double(want[i]) * want[i];
-  }
-  r["finite"] = finite;
-  r["max_abs_diff"] = max_diff;
-  r["max_abs_ref"] = max_ref;
-  r["cosine"] = dot / std::sqrt(n_got * n_want + 1e-30);
+  Closeness(ToHost(out, want.size()), want, &r);
   std::vector<std::pair<ChainWork, const char*>> works = {{ChainWork::kFull, "graph_ms"}};
   if (parts) {
     works.push_back({ChainWork::kBarriersOnly, "barriers_only_graph_ms"});
@@ -210,6 +230,7 @@ int Main(int argc, char** argv) {
   int layers = 12, hidden = 768, ffn = 3072, reps = 200;
   std::vector<int> cluster_sizes = {4, 8};
   std::vector<int> kblocks = {32, 64};
+  bool persistent = true;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
@@ -226,13 +247,16 @@ int Main(int argc, char** argv) {
       ok = ParseList(v, &cluster_sizes);
     } else if (arg == "--kblock" && ok) {
       ok = ParseList(v, &kblocks);
+    } else if (arg == "--persistent" && ok) {
+      persistent = std::string(v) != "off";
+      ok = persistent || std::string(v) == "on";
     } else {
       ok = false;
     }
     if (!ok || layers <= 0 || hidden <= 0 || ffn <= 0 || reps <= 0) {
       std::fprintf(stderr,
                    "usage: surge_persistent_gemm_bench [--layers N] [--hidden H] [--ffn F] "
-                   "[--cluster 4,8] [--kblock 32,64] [--reps R]\n");
+                   "[--cluster 4,8] [--kblock 32,64] [--persistent on|off] [--reps R]\n");
       return 2;
     }
     ++i;
@@ -356,16 +380,57 @@ int Main(int argc, char** argv) {
   run_ref();
   CHECK_CUDA(cudaStreamSynchronize(stream));
   const std::vector<float> want = ToHost(ref.x[layers & 1], size_t{kRows} * hidden);
-  cudaGraph_t g;
-  cudaGraphExec_t ref_graph;
-  CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  run_ref();
-  CHECK_CUDA(cudaStreamEndCapture(stream, &g));
-  CHECK_CUDA(cudaGraphInstantiate(&ref_graph, g, 0));
-  cudaGraphDestroy(g);
+  cudaGraphExec_t ref_graph = Capture(run_ref, stream);
   const float ref_ms = TimeGraph(ref_graph, stream, reps);
   report["cublaslt_graph_ms"] = ref_ms;
   report["cublaslt_graph_nodes"] = ref_phases.size();
+
+  // The same chain on the FP16 GEMM of our own (qgemm_kernels.h, QGemmArgs::half: CUTLASS's
+  // warp-specialised ping-pong kernels with the epilogue fused), one tile for every GEMM, replayed
+  // from a graph. They are launched with programmatic dependent launch unless SURGE_CUDA_PDL=0, so
+  // each may start while the one before it finishes; cuBLASLt's are not.
+  const char* pdl_env = std::getenv("SURGE_CUDA_PDL");
+  report["pdl"] = !(pdl_env && pdl_env[0] == '0');
+  json own = json::array();
+  for (int tile : {1, 2}) {
+    json o = {{"tile", QGemmTileName(tile)}};
+    Chain c = make_chain();
+    std::vector<QGemmArgs> args;
+    for (const ChainPhase& ph : phases_of(c)) {
+      QGemmArgs a;
+      a.half = true;
+      a.m = kRows;
+      a.n = ph.n;
+      a.k = ph.k;
+      a.x = ph.a;
+      a.w = ph.w;
+      a.bias = ph.bias;
+      a.activation = ph.gelu ? Activation::kGeluTanh : Activation::kNone;
+      a.residual = ph.residual;
+      a.y = ph.out;
+      a.tile = tile;
+      if (!QGemmCanImplement(a) || QGemmWorkspaceSize(a) > kWs) {
+        o["skipped"] = "the tile cannot run " + std::to_string(ph.n) + " x " + std::to_string(ph.k);
+        break;
+      }
+      args.push_back(a);
+    }
+    if (o.contains("skipped")) {
+      own.push_back(o);
+      continue;
+    }
+    auto run = [&] {
+      for (const QGemmArgs& a : args) CHECK_CUDA(QGemmRun(a, gemm_ws, stream));
+    };
+    run();
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    Closeness(ToHost(c.x[layers & 1], size_t{kRows} * hidden), want, &o);
+    cudaGraphExec_t own_graph = Capture(run, stream);
+    o["graph_ms"] = TimeGraph(own_graph, stream, reps);
+    cudaGraphExecDestroy(own_graph);
+    own.push_back(o);
+  }
+  report["own_fp16"] = own;
 
   unsigned* barrier = nullptr;
   CHECK_CUDA(cudaMalloc(&barrier, sizeof(unsigned)));
@@ -374,6 +439,7 @@ int Main(int argc, char** argv) {
   for (int cs : cluster_sizes) {
     for (int kb : kblocks) shapes.push_back({cs, kb});
   }
+  if (!persistent) shapes.clear();
   for (const auto& [cs, kb] : shapes) {
     json cfg = {{"cluster", cs}, {"kblock", kb}};
     Chain c = make_chain();

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -19,6 +21,7 @@
 #include "engine/backends/cuda/cuda_check.h"
 #include "engine/backends/cuda/delay_kernels.h"
 #include "engine/backends/cuda/pack_kernels.h"
+#include "engine/backends/cuda/qgemm_kernels.h"
 
 namespace surge::engine::cuda {
 namespace {
@@ -135,7 +138,47 @@ std::string GemmDesc::Key() const {
                      residual ? 1 : 0, weight_nk ? 1 : 0);
 }
 
+namespace {
+
+// The own GEMM's arguments for `desc` (QGemmArgs::half).
+QGemmArgs OwnArgs(const GemmDesc& desc, int tile, const void* x, const void* w, const void* bias,
+                  const void* residual, void* y) {
+  QGemmArgs a;
+  a.half = true;
+  a.m = desc.m;
+  a.n = desc.n;
+  a.k = desc.k;
+  a.x = x;
+  a.w = w;
+  a.bias = desc.epilogue != GemmEpilogue::kNone ? bias : nullptr;
+  a.activation =
+      desc.epilogue == GemmEpilogue::kBiasGeluTanh ? Activation::kGeluTanh : Activation::kNone;
+  a.residual = desc.residual ? residual : nullptr;
+  a.y = y;
+  a.tile = tile;
+  return a;
+}
+
+// Off unless SURGE_CUDA_OWN_GEMM=1 until it has been measured against cuBLASLt in whole plans.
+bool OwnGemmOffered() {
+  static const bool on = [] {
+    const char* env = std::getenv("SURGE_CUDA_OWN_GEMM");
+    return env != nullptr && env[0] == '1';
+  }();
+  return on;
+}
+
+}  // namespace
+
+bool OwnGemmRuns(const GemmDesc& desc, int tile) {
+  if (desc.dtype != DataType::kF16 || !desc.weight_nk || tile < 0) return false;
+  // Placeholder pointers, 16-byte aligned: CanImplement checks the shape and alignment only.
+  void* p = reinterpret_cast<void*>(uintptr_t{256});
+  return QGemmCanImplement(OwnArgs(desc, tile, p, p, p, p, p));
+}
+
 std::string GemmAlgo::ToHex() const {
+  if (own_tile >= 0) return fmt::format("own{}", own_tile);
   const auto* p = reinterpret_cast<const unsigned char*>(&algo);
   std::string s;
   for (size_t i = 0; i < sizeof(algo); ++i) s += fmt::format("{:02x}", p[i]);
@@ -143,6 +186,15 @@ std::string GemmAlgo::ToHex() const {
 }
 
 bool GemmAlgo::FromHex(const std::string& hex, GemmAlgo* out) {
+  if (hex.rfind("own", 0) == 0) {
+    int tile = -1;
+    char extra = 0;
+    if (std::sscanf(hex.c_str() + 3, "%d%c", &tile, &extra) != 1 || tile < 0) return false;
+    *out = GemmAlgo{};
+    out->own_tile = tile;
+    out->valid = true;
+    return true;
+  }
   if (hex.size() != 2 * sizeof(cublasLtMatmulAlgo_t)) return false;
   auto* p = reinterpret_cast<unsigned char*>(&out->algo);
   for (size_t i = 0; i < sizeof(cublasLtMatmulAlgo_t); ++i) {
@@ -150,6 +202,7 @@ bool GemmAlgo::FromHex(const std::string& hex, GemmAlgo* out) {
     if (std::sscanf(hex.c_str() + 2 * i, "%2x", &v) != 1) return false;
     p[i] = static_cast<unsigned char>(v);
   }
+  out->own_tile = -1;
   out->valid = true;
   return true;
 }
@@ -174,7 +227,11 @@ Result<std::unique_ptr<GemmPlan>> GemmPlan::Create(cublasLtHandle_t handle, cons
   plan->a_ = ds.a;
   plan->b_ = ds.b;
   plan->c_ = ds.c;
-  const bool usable = algo.valid && plan->Accepts(handle, algo.algo, ws);
+  if (algo.valid && algo.own_tile >= 0 && OwnGemmRuns(desc, algo.own_tile)) {
+    plan->own_tile_ = algo.own_tile;
+    return plan;
+  }
+  const bool usable = algo.valid && algo.own_tile < 0 && plan->Accepts(handle, algo.algo, ws);
   if (usable) plan->algo_ = algo.algo;
   if (!usable) {
     SURGE_ASSIGN_OR_RETURN(auto cands, Heuristics(handle, ds, desc, ws, 1));
@@ -191,6 +248,15 @@ GemmPlan::~GemmPlan() {
 Status GemmPlan::Run(cublasLtHandle_t handle, const void* x, const void* w, const void* bias,
                      const void* residual, void* y, void* ws, size_t ws_bytes,
                      cudaStream_t stream) const {
+  if (own_tile_ >= 0) {
+    const QGemmArgs a = OwnArgs(desc_, own_tile_, x, w, bias, residual, y);
+    if (!QGemmCanImplement(a) || QGemmWorkspaceSize(a) > ws_bytes) {
+      return InternalError("GEMM {}: the own GEMM (tile {}) cannot run these operands", desc_.Key(),
+                           QGemmTileName(own_tile_));
+    }
+    SURGE_CUDA_RETURN_IF_ERROR(QGemmRun(a, ws, stream));
+    return Status::Ok();
+  }
   return RunWith(algo_, handle, x, w, bias, residual, y, ws, ws_bytes, stream);
 }
 
@@ -525,6 +591,21 @@ class TacticBench {
 
   const GemmPlan& plan() const { return *plan_; }
 
+  // The own GEMM at `tile` on these operands (OwnGemmRuns must hold), with its workspace need.
+  QGemmArgs Own(int tile) const {
+    return OwnArgs(desc_, tile, buf_[0], buf_[1], buf_[2], buf_[3], buf_[4]);
+  }
+  size_t ws_bytes() const { return ws_bytes_; }
+  Status RunOwn(int tile) const {
+    SURGE_CUDA_RETURN_IF_ERROR(QGemmRun(Own(tile), ws_, stream_));
+    return Status::Ok();
+  }
+  // y as float after one run of the own GEMM at `tile`.
+  Status OwnOutput(int tile, std::vector<float>* y) {
+    SURGE_RETURN_IF_ERROR(RunOwn(tile));
+    return Fetch(y);
+  }
+
   Status Run(const cublasLtMatmulAlgo_t& algo) const {
     return plan_->RunWith(algo, handle_, buf_[0], buf_[1], buf_[2], buf_[3], buf_[4], ws_,
                           ws_bytes_, stream_);
@@ -559,6 +640,11 @@ class TacticBench {
   // The first values of `algo`'s output (as float32), to compare configurations.
   Status Output(const cublasLtMatmulAlgo_t& algo, std::vector<float>* y) {
     SURGE_RETURN_IF_ERROR(Run(algo));
+    return Fetch(y);
+  }
+
+ private:
+  Status Fetch(std::vector<float>* y) {
     const int64_t cnt = std::min<int64_t>(n_y_, static_cast<int64_t>(host_.size()));
     SURGE_CUDA_RETURN_IF_ERROR(ConvertToFloat32(desc_.dtype, buf_[4], staging_, cnt, stream_));
     y->resize(static_cast<size_t>(cnt));
@@ -568,7 +654,6 @@ class TacticBench {
     return Status::Ok();
   }
 
- private:
   cublasLtHandle_t handle_;
   GemmDesc desc_;
   size_t ws_bytes_;
@@ -637,6 +722,52 @@ std::vector<size_t> Fastest(const std::vector<float>& v, size_t n) {
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
   if (order.size() > n) order.resize(n);
   return order;
+}
+
+// `best` (cuBLASLt's fastest) or the own GEMM at one of its tiles, whichever the same rounds time
+// faster; an own tile whose output differs from `best`'s (relative L2 error over
+// kOutsiderTolerance) is not used, with a warning.
+Result<GemmAlgo> OwnIfFaster(TacticBench& bench, const GemmAlgo& best, cudaStream_t stream) {
+  const GemmDesc& desc = bench.plan().desc();
+  std::vector<int> tiles;
+  for (int tile = 0; tile < QGemmTileCount(); ++tile) {
+    if (OwnGemmRuns(desc, tile) && QGemmCanImplement(bench.Own(tile)) &&
+        QGemmWorkspaceSize(bench.Own(tile)) <= bench.ws_bytes()) {
+      tiles.push_back(tile);
+    }
+  }
+  if (tiles.empty()) return best;
+  std::vector<std::function<Status()>> runs = {[&] { return bench.Run(best.algo); }};
+  for (int tile : tiles) runs.push_back([&bench, tile] { return bench.RunOwn(tile); });
+  std::vector<Status> failures;
+  SURGE_ASSIGN_OR_RETURN(const std::vector<float> us, TimeInterleaved(runs, stream, &failures));
+  GemmAlgo out = best;
+  if (std::isfinite(us[0])) out.time_us = us[0];
+  std::vector<float> ref, y;
+  for (size_t i = 1; i < runs.size(); ++i) {
+    if (!failures[i].ok() || !std::isfinite(us[i]) || us[i] >= out.time_us) continue;
+    if (ref.empty()) SURGE_RETURN_IF_ERROR(bench.Output(best.algo, &ref));
+    SURGE_RETURN_IF_ERROR(bench.OwnOutput(tiles[i - 1], &y));
+    double diff = 0, norm = 0;
+    for (size_t j = 0; j < ref.size() && j < y.size(); ++j) {
+      diff += (static_cast<double>(y[j]) - ref[j]) * (static_cast<double>(y[j]) - ref[j]);
+      norm += static_cast<double>(ref[j]) * ref[j];
+    }
+    const double err = y.size() == ref.size() ? std::sqrt(diff / std::max(norm, 1e-30))
+                                              : std::numeric_limits<double>::infinity();
+    if (err > kOutsiderTolerance) {
+      SURGE_LOG_WARN(
+          "GEMM {}: the own GEMM ({}) differs from cuBLASLt's (relative error {:.3g}); "
+          "not used",
+          desc.Key(), QGemmTileName(tiles[i - 1]), err);
+      continue;
+    }
+    out = GemmAlgo{};
+    out.valid = true;
+    out.own_tile = tiles[i - 1];
+    out.time_us = us[i];
+  }
+  return out;
 }
 
 }  // namespace
@@ -709,6 +840,9 @@ Result<GemmAlgo> TuneGemm(cublasLtHandle_t handle, const GemmDesc& desc, size_t 
       best_heuristic = a;
       best_heuristic.time_us = us[j];
     }
+  }
+  if (best.valid && OwnGemmOffered()) {
+    SURGE_ASSIGN_OR_RETURN(best, OwnIfFaster(bench, best, stream));
   }
   if (report != nullptr) {
     report->candidates = list.algos.size();

@@ -45,6 +45,10 @@ struct GemmAlgo {
   bool valid = false;
   cublasLtMatmulAlgo_t algo{};
   float time_us = 0.f;  // measured when tuned
+  // >= 0: not cuBLASLt but the FP16 GEMM of our own (qgemm_kernels.h, QGemmArgs::half) at this
+  // tile, launched with programmatic dependent launch (FP16, weights [N,K] only); ToHex writes
+  // it as "own<tile>".
+  int own_tile = -1;
 
   std::string ToHex() const;
   static bool FromHex(const std::string& hex, GemmAlgo* out);
@@ -72,6 +76,8 @@ class GemmPlan {
                size_t workspace_bytes) const;
   const GemmDesc& desc() const { return desc_; }
   const cublasLtMatmulAlgo_t& algo() const { return algo_; }
+  // The own GEMM's tile Run uses, or -1 for cuBLASLt's algo().
+  int own_tile() const { return own_tile_; }
 
  private:
   GemmPlan() = default;
@@ -79,12 +85,25 @@ class GemmPlan {
   cublasLtMatmulDesc_t op_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
+  int own_tile_ = -1;
 };
+
+// Whether the FP16 GEMM of our own can run `desc` at `tile` (FP16, weight [N,K], an sm_90 GPU,
+// N and K multiples of 16).
+bool OwnGemmRuns(const GemmDesc& desc, int tile);
 
 // Up to `max_candidates` heuristic algorithms for `desc`, in cuBLASLt's order of preference.
 Result<std::vector<GemmAlgo>> GemmHeuristics(cublasLtHandle_t handle, const GemmDesc& desc,
                                              size_t workspace_bytes, int max_candidates);
 
+// With SURGE_CUDA_OWN_GEMM=1, TuneGemm also times the FP16 GEMM of our own (OwnGemmRuns) at
+// each of its tiles beside cuBLASLt's fastest, in the same rounds, and keeps it where it is faster
+// and its output matches cuBLASLt's. The aim: at few rows the quantised form of that GEMM ties
+// cuBLASLt's kernels alone, and unlike them it lets the kernel after it start early (programmatic
+// dependent launch), which a CUDA graph of a small batch's encoder turns into time (docs/perf.md,
+// 2026-12-07). Off by default until measured in whole plans; a plan tuned with it runs it
+// whatever the setting.
+//
 // How widely TuneGemm looks. kHeuristic: cuBLASLt's top heuristic candidates (16 and split-K
 // variants where few rows meet a large weight, else 12). kFull also searches their
 // neighbourhood: the configurations with one of tile, thread-block cluster shape, custom option

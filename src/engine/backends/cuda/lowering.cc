@@ -13,7 +13,7 @@ namespace surge::engine::cuda {
 namespace {
 
 constexpr char kBlobMagic[8] = {'S', 'G', 'C', 'U', 'D', 'A', '0', '1'};
-constexpr uint32_t kBlobVersion = 6;
+constexpr uint32_t kBlobVersion = 7;
 
 std::string Label(const ir::Node& n) {
   return fmt::format("node '{}' ({}{}{})", n.name, n.domain,
@@ -677,7 +677,7 @@ std::set<int> WeightsWorthBothLayouts(const Program& p,
 std::string SerializeBlob(const Blob& b) {
   std::string s(kBlobMagic, sizeof(kBlobMagic));
   // version (4: tactics keyed by the row count they were tuned at; 5: quantised weights; 6:
-  // weights held in both layouts)
+  // weights held in both layouts; 7: a tactic may name the own GEMM's tile)
   PutU32(&s, kBlobVersion);
   PutU32(&s, b.dtype == DataType::kF16 ? 1 : 2);
   PutU32(&s, b.padding_free ? 1 : 0);
@@ -711,6 +711,16 @@ std::string SerializeBlob(const Blob& b) {
   PutU32(&s, static_cast<uint32_t>(b.weights_both.size()));
   for (int id : b.weights_both) PutU32(&s, static_cast<uint32_t>(id));
   PutU32(&s, b.first_token_only ? 1 : 0);
+  // Version 7: the tactics that name the own GEMM's tile instead of a cuBLASLt algorithm.
+  uint32_t own = 0;
+  for (const auto& [key, algo] : b.tactics) own += algo.own_tile >= 0;
+  PutU32(&s, own);
+  for (const auto& [key, algo] : b.tactics) {
+    if (algo.own_tile < 0) continue;
+    PutU32(&s, static_cast<uint32_t>(key.size()));
+    s += key;
+    PutU32(&s, static_cast<uint32_t>(algo.own_tile));
+  }
   return s;
 }
 
@@ -838,6 +848,23 @@ Status ReadBlobTail(Reader& r, uint32_t version, Blob* b, bool quant_bytes) {
     SURGE_RETURN_IF_ERROR(r.Read(&first, 4, "first-token-only flag"));
     if (first > 1) return DataLossError("cuda plan blob: first-token-only flag {}", first);
     b->first_token_only = first != 0;
+  }
+  if (version >= 7) {
+    SURGE_RETURN_IF_ERROR(r.Read(&count, 4, "count of own-GEMM tactics"));
+    for (uint32_t i = 0; i < count; ++i) {
+      uint32_t len = 0, tile = 0;
+      SURGE_RETURN_IF_ERROR(r.Read(&len, 4, "own-GEMM tactic key length"));
+      if (len > r.left())
+        return DataLossError("cuda plan blob: tactic key of {} bytes, {} left", len, r.left());
+      std::string key(len, '\0');
+      SURGE_RETURN_IF_ERROR(r.Read(key.data(), len, "own-GEMM tactic key"));
+      SURGE_RETURN_IF_ERROR(r.Read(&tile, 4, "own-GEMM tile"));
+      auto it = b->tactics.find(key);
+      if (it == b->tactics.end() || tile > 1024) {
+        return DataLossError("cuda plan blob: own-GEMM tile {} for tactic '{}'", tile, key);
+      }
+      it->second.own_tile = static_cast<int>(tile);
+    }
   }
   if (r.left() != 0) return DataLossError("cuda plan blob has {} trailing bytes", r.left());
   return Status::Ok();

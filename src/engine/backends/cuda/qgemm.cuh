@@ -56,6 +56,12 @@ struct Operand<int8_t> {
   using PingPong = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
 };
 template <>
+struct Operand<cutlass::half_t> {
+  using Accumulator = float;
+  using Cooperative = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using PingPong = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+};
+template <>
 struct Operand<cutlass::float_e4m3_t> {
   using Accumulator = float;
   using Cooperative = cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8FastAccum;
@@ -88,10 +94,15 @@ template <class TileShape, class Element, Epilogue kEpi>
 struct Fusion {
   using Scale = fusion::Sm90RowBroadcast<0, TileShape, float, float>;
   using Bias = fusion::Sm90RowBroadcast<0, TileShape, cutlass::half_t, float>;
+  // FP16 operands: the accumulator plus the bias (nothing to dequantise).
+  static constexpr bool kHalf = std::is_same_v<Element, cutlass::half_t>;
   template <class Out>
-  using Dequant =
+  using Dequant = std::conditional_t<
+      kHalf,
+      fusion::Sm90EVT<fusion::Sm90Compute<cutlass::plus, Out, float, kRound>, fusion::Sm90AccFetch,
+                      Bias>,
       fusion::Sm90EVT<fusion::Sm90Compute<cutlass::homogeneous_multiply_add, Out, float, kRound>,
-                      Scale, fusion::Sm90AccFetch, Bias>;
+                      Scale, fusion::Sm90AccFetch, Bias>>;
   // The tanh form with the hardware tanh (tanh.approx), as cuBLASLt's GELU epilogue: the erf form
   // (erff) took longer than the tile's whole K loop on FFN1 (K = 768).
   template <class Out, class Child>
@@ -114,17 +125,25 @@ struct Fusion {
               fusion::Sm90EVT<fusion::Sm90Compute<GeluTimes, Element, float, kRound>,
                               Dequant<float>, fusion::Sm90ScalarBroadcast<float>>>>>;
 
-  static typename Evt::Arguments Args(const QGemmArgs& a) {
-    using DequantArgs = typename Dequant<float>::Arguments;
+  template <class Out>
+  static typename Dequant<Out>::Arguments DequantArgs(const QGemmArgs& a) {
     const auto* bias = static_cast<const cutlass::half_t*>(a.bias);
-    if constexpr (kEpi == Epilogue::kBias) {
-      return {{a.scale}, {}, {bias}, {}};
-    } else if constexpr (kEpi == Epilogue::kBiasGelu) {
-      return {DequantArgs{{a.scale}, {}, {bias}, {}}, {}};
-    } else if constexpr (kEpi == Epilogue::kBiasResidual) {
-      return {DequantArgs{{a.scale}, {}, {bias}, {}}, {}, {}};
+    if constexpr (kHalf) {
+      return {{}, {bias}, {}};
     } else {
-      return {DequantArgs{{a.scale}, {}, {bias}, {}}, {{a.out_inv_scale}}, {}};
+      return {{a.scale}, {}, {bias}, {}};
+    }
+  }
+
+  static typename Evt::Arguments Args(const QGemmArgs& a) {
+    if constexpr (kEpi == Epilogue::kBias) {
+      return DequantArgs<cutlass::half_t>(a);
+    } else if constexpr (kEpi == Epilogue::kBiasGelu) {
+      return {DequantArgs<float>(a), {}};
+    } else if constexpr (kEpi == Epilogue::kBiasResidual) {
+      return {DequantArgs<float>(a), {}, {}};
+    } else {
+      return {DequantArgs<float>(a), {{a.out_inv_scale}}, {}};
     }
   }
 };
@@ -136,15 +155,16 @@ struct Kernel {
   using ElementD = typename F::ElementD;
   using ElementC = typename F::ElementC;
   static constexpr int kAlignD = 16 / sizeof(ElementD);
+  static constexpr int kAlignAB = 16 / sizeof(Element);
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape, EpiTile,
       typename Operand<Element>::Accumulator, float, ElementC, cutlass::layout::RowMajor, kAlignD,
       ElementD, cutlass::layout::RowMajor, kAlignD, EpiSchedule, typename F::Evt>::CollectiveOp;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, 16,
-      Element, cutlass::layout::ColumnMajor, 16, typename Operand<Element>::Accumulator, TileShape,
-      ClusterShape,
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor,
+      kAlignAB, Element, cutlass::layout::ColumnMajor, kAlignAB,
+      typename Operand<Element>::Accumulator, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       MainSchedule>::CollectiveOp;
@@ -235,6 +255,26 @@ TileOps OpsFor(QuantType t, Epilogue e) {
   return TileOps{};
 }
 
+// FP16 operands (QGemmArgs::half): the FP16 epilogues (bias, bias + GELU, bias + residual).
+template <class TileShape, class EpiTile = cutlass::epilogue::collective::EpilogueTileAuto>
+TileOps OpsForHalf(Epilogue e) {
+  using H = cutlass::half_t;
+  using Main = Operand<H>::PingPong;
+  using One = Shape<_1, _1, _1>;
+  using Epi = cutlass::epilogue::TmaWarpSpecialized;
+  switch (e) {
+    case Epilogue::kBias:
+      return OpsOf<TileShape, One, H, Main, Epi, EpiTile, Epilogue::kBias>();
+    case Epilogue::kBiasGelu:
+      return OpsOf<TileShape, One, H, Main, Epi, EpiTile, Epilogue::kBiasGelu>();
+    case Epilogue::kBiasResidual:
+      return OpsOf<TileShape, One, H, Main, Epi, EpiTile, Epilogue::kBiasResidual>();
+    case Epilogue::kBiasGeluQuantised:
+      return TileOps{};
+  }
+  return TileOps{};
+}
+
 // Defined by the tile translation units.
 // Cooperative: the two consumer warpgroups share a tile. Ping-pong: they alternate tiles, so one
 // runs its epilogue while the other multiplies (pays on short K, where the epilogue weighs).
@@ -243,7 +283,9 @@ TileOps OpsFor(QuantType t, Epilogue e) {
 // shared-memory fences, barriers and TMA stores per tile (docs/perf.md, 2026-12-06).
 TileOps Tile128x128(QuantType t, Epilogue e);          // 128 x 128 x 128, cooperative
 TileOps Tile64x128(QuantType t, Epilogue e);           // 64 x 128 x 128, ping-pong (few rows)
+TileOps Tile64x128Half(Epilogue e);                    // FP16: 64 x 128 x 64, ping-pong
 TileOps Tile128x128PingPong(QuantType t, Epilogue e);  // 128 x 128 x 128, ping-pong
+TileOps Tile128x128PingPongHalf(Epilogue e);           // FP16: 128 x 128 x 64, ping-pong
 // 128 x 128 x 128, ping-pong, clusters of two CTAs along M sharing the weight tile (TMA multicast).
 TileOps Tile128x128PingPongCluster2(QuantType t, Epilogue e);
 

@@ -1,8 +1,7 @@
-#include "engine/backends/cuda/qgemm_kernels.h"
-
 #include <cuda_runtime.h>
 
 #include "engine/backends/cuda/qgemm.cuh"
+#include "engine/backends/cuda/qgemm_kernels.h"
 
 namespace surge::engine::cuda {
 namespace {
@@ -39,6 +38,13 @@ bool Aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 bool Select(const QGemmArgs& a, qgemm::TileOps* ops) {
   qgemm::Epilogue e;
   if (!qgemm::EpilogueOf(a, &e)) return false;
+  if (a.half) {
+    if (a.q_out) return false;
+    *ops = a.tile == 1   ? qgemm::Tile64x128Half(e)
+           : a.tile == 2 ? qgemm::Tile128x128PingPongHalf(e)
+                         : qgemm::TileOps{};
+    return ops->run != nullptr;
+  }
   switch (a.tile) {
     case 0:
       *ops = qgemm::Tile128x128(a.type, e);
@@ -63,7 +69,8 @@ bool ArgumentsValid(const QGemmArgs& a) {
   if (!CurrentDevice().hopper) return false;
   if (a.m < 1 || a.n < 16 || a.k < 16 || a.n % 16 != 0 || a.k % 16 != 0) return false;
   if (a.m > INT32_MAX || a.n > INT32_MAX || a.k > INT32_MAX) return false;
-  if (a.x == nullptr || a.w == nullptr || a.scale == nullptr || a.y == nullptr) return false;
+  if (a.x == nullptr || a.w == nullptr || a.y == nullptr) return false;
+  if (a.scale == nullptr && !a.half) return false;
   for (const void* p : {a.x, a.w, static_cast<const void*>(a.scale), a.bias, a.residual,
                         static_cast<const void*>(a.y)}) {
     if (p != nullptr && !Aligned(p)) return false;

@@ -39,6 +39,11 @@ struct QGemmArgs {
   bool q_out = false;
   float out_inv_scale = 1.f;  // q_out: 1 / the next layer's activation step
   int tile = 0;               // 0 .. QGemmTileCount() - 1
+  // FP16 operands instead (x and w FP16, `type` ignored, accumulated in FP32, no scale: `scale`
+  // may be null; FP16 output, q_out false). Tiles 1 and 2 only (64 x 128 x 64 and 128 x 128 x 64
+  // ping-pong): the FP16 Linear's GEMM of our own at few rows, launched with PDL like the
+  // quantised GEMMs, so that a small batch's chain of kernels is programmatic end to end.
+  bool half = false;
 };
 
 int QGemmTileCount();

@@ -9,4 +9,8 @@ TileOps Tile128x128PingPong(QuantType t, Epilogue e) {
                 cutlass::epilogue::TmaWarpSpecialized, Shape<_64, _128>>(t, e);
 }
 
+TileOps Tile128x128PingPongHalf(Epilogue e) {
+  return OpsForHalf<Shape<_128, _128, _64>, Shape<_64, _128>>(e);
+}
+
 }  // namespace surge::engine::cuda::qgemm

@@ -181,6 +181,38 @@ TEST(CudaBackend, LowerRejectsFp32AndMissingProfile) {
   EXPECT_NE(r.status().message().find("profile"), std::string::npos) << r.status().message();
 }
 
+TEST(CudaBackend, OwnGemmTacticsReadBackFromTheirText) {
+  GemmAlgo own;
+  own.valid = true;
+  own.own_tile = 2;
+  EXPECT_EQ(own.ToHex(), "own2");
+  GemmAlgo back;
+  ASSERT_TRUE(GemmAlgo::FromHex("own2", &back));
+  EXPECT_TRUE(back.valid);
+  EXPECT_EQ(back.own_tile, 2);
+  for (const char* bad : {"own", "ownx", "own2x", "own-1", "0wn2"}) {
+    GemmAlgo a;
+    EXPECT_FALSE(GemmAlgo::FromHex(bad, &a)) << bad;
+  }
+  GemmAlgo cublas;
+  cublas.valid = true;
+  ASSERT_TRUE(GemmAlgo::FromHex(cublas.ToHex(), &back));
+  EXPECT_EQ(back.own_tile, -1);
+  // Only FP16 with the weight [N,K] can run it, and only on an sm_90 GPU.
+  GemmDesc d;
+  d.m = 128;
+  d.n = 768;
+  d.k = 768;
+  d.epilogue = GemmEpilogue::kBias;
+  d.weight_nk = false;
+  EXPECT_FALSE(OwnGemmRuns(d, 1));
+  d.weight_nk = true;
+  d.dtype = DataType::kBF16;
+  EXPECT_FALSE(OwnGemmRuns(d, 1));
+  d.dtype = DataType::kF16;
+  EXPECT_EQ(OwnGemmRuns(d, 1), CudaDeviceAvailable().ok());
+}
+
 TEST(CudaBackend, BlobRoundTripAndCorruption) {
   Blob b;
   b.dtype = DataType::kBF16;
@@ -203,7 +235,7 @@ TEST(CudaBackend, BlobRoundTripAndCorruption) {
   EXPECT_TRUE(back->quant_weights.empty());
   // The same blob as version 4 wrote it (no quantised-weight and both-layout sections) still
   // parses.
-  std::string v4 = s.substr(0, s.size() - 12);
+  std::string v4 = s.substr(0, s.size() - 16);
   const uint32_t four = 4;
   std::memcpy(v4.data() + 8, &four, 4);
   auto old = ParseBlob({reinterpret_cast<const uint8_t*>(v4.data()), v4.size()});
@@ -224,11 +256,11 @@ TEST(CudaBackend, BlobRoundTripAndCorruption) {
     ASSERT_FALSE(r.ok()) << cut;
     EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
   }
-  sb[sb.size() - 4] = 2;
+  sb[sb.size() - 8] = 2;
   auto bad_flag = ParseBlob({reinterpret_cast<const uint8_t*>(sb.data()), sb.size()});
   ASSERT_FALSE(bad_flag.ok());
   EXPECT_NE(bad_flag.status().message().find("first-token-only flag 2"), std::string::npos);
-  std::string v5 = sb.substr(0, sb.size() - 16);
+  std::string v5 = sb.substr(0, sb.size() - 20);
   const uint32_t five = 5;
   std::memcpy(v5.data() + 8, &five, 4);
   auto old5 = ParseBlob({reinterpret_cast<const uint8_t*>(v5.data()), v5.size()});
@@ -236,6 +268,28 @@ TEST(CudaBackend, BlobRoundTripAndCorruption) {
   EXPECT_TRUE(old5->weights_both.empty());
   EXPECT_FALSE(old5->first_token_only);
   EXPECT_EQ(old5->weights_nk, (std::set<int>{3, 9}));
+  // A tactic that names the own GEMM's tile (version 7); a version 6 blob names none.
+  const std::string s6 = SerializeBlob(b);
+  b.tactics["f16 m=128 n=64 k=64 epi=1 res=0 wt=1"] = GemmAlgo{};
+  b.tactics["f16 m=128 n=64 k=64 epi=1 res=0 wt=1"].valid = true;
+  b.tactics["f16 m=128 n=64 k=64 epi=1 res=0 wt=1"].own_tile = 1;
+  const std::string so = SerializeBlob(b);
+  auto own = ParseBlob({reinterpret_cast<const uint8_t*>(so.data()), so.size()});
+  ASSERT_TRUE(own.ok()) << own.status().ToString();
+  EXPECT_EQ(own->tactics.at("f16 m=128 n=64 k=64 epi=1 res=0 wt=1").own_tile, 1);
+  EXPECT_EQ(own->tactics.at("bf16 m=0 n=8 k=8 epi=1 res=0").own_tile, -1);
+  std::string unknown = so;
+  unknown[unknown.size() - 5] = 'x';  // the key's last character: no such tactic
+  auto bad_key = ParseBlob({reinterpret_cast<const uint8_t*>(unknown.data()), unknown.size()});
+  ASSERT_FALSE(bad_key.ok());
+  EXPECT_EQ(bad_key.status().code(), StatusCode::kDataLoss);
+  std::string v6 = s6.substr(0, s6.size() - 4);
+  const uint32_t six = 6;
+  std::memcpy(v6.data() + 8, &six, 4);
+  auto old6 = ParseBlob({reinterpret_cast<const uint8_t*>(v6.data()), v6.size()});
+  ASSERT_TRUE(old6.ok()) << old6.status().ToString();
+  for (const auto& [key, t] : old6->tactics) EXPECT_EQ(t.own_tile, -1) << key;
+  b.tactics.erase("f16 m=128 n=64 k=64 epi=1 res=0 wt=1");
   b.weights_both.clear();
   b.first_token_only = false;
   // Quantised weights (version 5): bytes and scales back as written; their ids among the weights

@@ -637,6 +637,91 @@ TEST(QuantLinearGpu, ScratchRegionsDoNotOverlap) {
   EXPECT_EQ(Bytes(dy1.p, m * n * 2), Bytes(dy0.p, m * n * 2));
 }
 
+// The own GEMM with FP16 operands (QGemmArgs::half; the FP16 Linear's GEMM of our own at few
+// rows): every FP16 tile and epilogue against a double reference on the same FP16 values.
+TEST(QuantLinearGpu, OwnGemmWithHalfOperandsMatchesTheReference) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
+      {1, 64, 64},     {37, 192, 64},    {16, 48, 80},
+      {128, 768, 768}, {200, 3072, 768}, {128, 768, 3072}};
+  // (activation, bias, residual)
+  const std::vector<std::tuple<Activation, bool, bool>> epilogues = {
+      {Activation::kNone, true, false},
+      {Activation::kGeluTanh, true, false},
+      {Activation::kGelu, true, false},
+      {Activation::kNone, true, true},
+      {Activation::kNone, false, false}};
+  std::mt19937 g(77);
+  int ran = 0;
+  for (auto [m, n, k] : shapes) {
+    const auto x = RoundHalf(Uniform(g, m * k, -2.f, 2.f));
+    const auto w = RoundHalf(Uniform(g, n * k, -0.1f, 0.1f));  // [n, k]
+    const auto bias = RoundHalf(Uniform(g, n, -0.5f, 0.5f));
+    const auto res = RoundHalf(Uniform(g, m * n, -1.f, 1.f));
+    Dev dx(m * k * 2), dw(n * k * 2), db(n * 2), dr(m * n * 2), dy(m * n * 2), ws(32u << 20);
+    cudaMemcpy(dx.p, ToHalf(x).data(), m * k * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(dw.p, ToHalf(w).data(), n * k * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(db.p, ToHalf(bias).data(), n * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(dr.p, ToHalf(res).data(), m * n * 2, cudaMemcpyHostToDevice);
+    for (int tile = 0; tile < QGemmTileCount(); ++tile) {
+      for (auto [act, has_bias, residual] : epilogues) {
+        QGemmArgs a;
+        a.half = true;
+        a.m = m;
+        a.n = n;
+        a.k = k;
+        a.x = dx.p;
+        a.w = dw.p;
+        a.bias = has_bias ? db.p : nullptr;
+        a.activation = act;
+        a.residual = residual ? dr.p : nullptr;
+        a.y = dy.p;
+        a.tile = tile;
+        const std::string what = fmt::format(
+            "FP16 tile {} ({}), {} x {} x {}, act {}{}{}", tile, QGemmTileName(tile), m, n, k,
+            static_cast<int>(act), has_bias ? ", bias" : "", residual ? ", residual" : "");
+        // Tiles 1 and 2 only; none with a quantised output.
+        EXPECT_EQ(QGemmCanImplement(a), tile == 1 || tile == 2) << what;
+        a.q_out = true;
+        EXPECT_FALSE(QGemmCanImplement(a)) << what << ", quantised out";
+        a.q_out = false;
+        if (!QGemmCanImplement(a)) continue;
+        ASSERT_LE(QGemmWorkspaceSize(a), size_t{32} << 20) << what;
+        cudaMemset(dy.p, 0xff, m * n * 2);  // NaN halves: every output must be written
+        ASSERT_EQ(QGemmRun(a, ws.p, nullptr), cudaSuccess) << what;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+        std::vector<uint16_t> yh(m * n);
+        cudaMemcpy(yh.data(), dy.p, m * n * 2, cudaMemcpyDeviceToHost);
+        double worst = 0;
+        int64_t nonfinite = 0;
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            double acc = 0, mag = 0;
+            for (int64_t p = 0; p < k; ++p) {
+              acc += double{x[i * k + p]} * w[j * k + p];
+              mag += std::abs(double{x[i * k + p]} * w[j * k + p]);
+            }
+            const double pre = acc + (has_bias ? bias[j] : 0.0);
+            // Both GELU forms run the tanh form with the hardware tanh (qgemm_kernels.h).
+            const double want = Act(act, pre, true) + (residual ? res[i * n + j] : 0.0);
+            const double got = HalfToFloatHost(yh[i * n + j]);
+            nonfinite += !std::isfinite(got);
+            // FP16 output rounding, FP32 accumulation, the hardware tanh (about 2^-11 absolute).
+            const double tol = std::ldexp(std::abs(want) + std::abs(pre), -10) +
+                               mag * std::ldexp(1.0, -16) + (act != Activation::kNone ? 1e-3 : 0) +
+                               1e-4;
+            worst = std::max(worst, std::abs(got - want) / tol);
+          }
+        }
+        EXPECT_EQ(nonfinite, 0) << what;
+        EXPECT_LE(worst, 1.0) << what;
+        ++ran;
+      }
+    }
+  }
+  EXPECT_EQ(ran, static_cast<int>(shapes.size() * epilogues.size() * 2));
+}
+
 TEST(QuantLinearGpu, OwnGemmRefusesWhatItCannotRun) {
   SKIP_WITHOUT_GPU();
   Dev x(4096), w(4096), s(1024), y(8192);
