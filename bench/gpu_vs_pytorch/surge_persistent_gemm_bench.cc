@@ -176,13 +176,8 @@ json Measure(const ChainConfig& config, const std::vector<ChainPhase>& phases, _
     works.push_back({ChainWork::kNoEpilogue, "without_cluster_epilogue_graph_ms"});
   }
   for (const auto& [work, name] : works) {
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    CHECK_CUDA(LaunchChain(config, dev_phases, n, barrier, work, stream));
-    CHECK_CUDA(cudaStreamEndCapture(stream, &g));
-    CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
-    cudaGraphDestroy(g);
+    cudaGraphExec_t ge = Capture(
+        [&] { CHECK_CUDA(LaunchChain(config, dev_phases, n, barrier, work, stream)); }, stream);
     r[name] = TimeGraph(ge, stream, reps);
     cudaGraphExecDestroy(ge);
   }

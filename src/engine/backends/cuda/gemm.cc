@@ -672,6 +672,17 @@ class TacticBench {
 // win on speed alone. One that does not match gets +infinity, with a warning.
 constexpr double kOutsiderTolerance = 1e-2;
 
+// ‖y − ref‖ / ‖ref‖, or +infinity when the sizes differ.
+double RelativeL2(const std::vector<float>& y, const std::vector<float>& ref) {
+  if (y.size() != ref.size()) return std::numeric_limits<double>::infinity();
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    diff += (static_cast<double>(y[i]) - ref[i]) * (static_cast<double>(y[i]) - ref[i]);
+    norm += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
 Status CheckOutsiders(TacticBench& bench, const CandidateList& list,
                       const std::vector<size_t>& timed, std::vector<float>* us) {
   float heuristic_best = std::numeric_limits<float>::infinity();
@@ -696,12 +707,7 @@ Status CheckOutsiders(TacticBench& bench, const CandidateList& list,
     double err = std::numeric_limits<double>::infinity();
     if (!ref.empty()) {
       SURGE_RETURN_IF_ERROR(bench.Output(list.algos[timed[j]].algo, &y));
-      double diff = 0, norm = 0;
-      for (size_t i = 0; i < ref.size() && i < y.size(); ++i) {
-        diff += (static_cast<double>(y[i]) - ref[i]) * (static_cast<double>(y[i]) - ref[i]);
-        norm += static_cast<double>(ref[i]) * ref[i];
-      }
-      if (y.size() == ref.size()) err = std::sqrt(diff / std::max(norm, 1e-30));
+      err = RelativeL2(y, ref);
     }
     if (err <= kOutsiderTolerance) break;  // the fastest that matches; slower ones cannot win
     SURGE_LOG_WARN(
@@ -748,13 +754,7 @@ Result<GemmAlgo> OwnIfFaster(TacticBench& bench, const GemmAlgo& best, cudaStrea
     if (!failures[i].ok() || !std::isfinite(us[i]) || us[i] >= out.time_us) continue;
     if (ref.empty()) SURGE_RETURN_IF_ERROR(bench.Output(best.algo, &ref));
     SURGE_RETURN_IF_ERROR(bench.OwnOutput(tiles[i - 1], &y));
-    double diff = 0, norm = 0;
-    for (size_t j = 0; j < ref.size() && j < y.size(); ++j) {
-      diff += (static_cast<double>(y[j]) - ref[j]) * (static_cast<double>(y[j]) - ref[j]);
-      norm += static_cast<double>(ref[j]) * ref[j];
-    }
-    const double err = y.size() == ref.size() ? std::sqrt(diff / std::max(norm, 1e-30))
-                                              : std::numeric_limits<double>::infinity();
+    const double err = RelativeL2(y, ref);
     if (err > kOutsiderTolerance) {
       SURGE_LOG_WARN(
           "GEMM {}: the own GEMM ({}) differs from cuBLASLt's (relative error {:.3g}); "

@@ -7,6 +7,7 @@
 
 #include "engine/backends/cuda/attention_kernels.h"
 #include "engine/backends/cuda/host_convert.h"
+#include "engine/backends/cuda/qgemm_kernels.h"
 #include "engine/ir/op_schema.h"
 
 namespace surge::engine::cuda {
@@ -860,7 +861,7 @@ Status ReadBlobTail(Reader& r, uint32_t version, Blob* b, bool quant_bytes) {
       SURGE_RETURN_IF_ERROR(r.Read(key.data(), len, "own-GEMM tactic key"));
       SURGE_RETURN_IF_ERROR(r.Read(&tile, 4, "own-GEMM tile"));
       auto it = b->tactics.find(key);
-      if (it == b->tactics.end() || tile > 1024) {
+      if (it == b->tactics.end() || tile >= static_cast<uint32_t>(QGemmTileCount())) {
         return DataLossError("cuda plan blob: own-GEMM tile {} for tactic '{}'", tile, key);
       }
       it->second.own_tile = static_cast<int>(tile);

@@ -14,6 +14,7 @@
 
 #include "engine/backends/cuda/gemm.h"
 #include "engine/backends/cuda/lowering.h"
+#include "engine/backends/cuda/qgemm_kernels.h"
 #include "op_test_harness.h"
 
 namespace surge::engine::cuda::testing {
@@ -283,6 +284,13 @@ TEST(CudaBackend, BlobRoundTripAndCorruption) {
   auto bad_key = ParseBlob({reinterpret_cast<const uint8_t*>(unknown.data()), unknown.size()});
   ASSERT_FALSE(bad_key.ok());
   EXPECT_EQ(bad_key.status().code(), StatusCode::kDataLoss);
+  std::string no_tile = so;
+  no_tile[no_tile.size() - 4] = static_cast<char>(QGemmTileCount());  // past the last tile
+  auto bad_tile = ParseBlob({reinterpret_cast<const uint8_t*>(no_tile.data()), no_tile.size()});
+  ASSERT_FALSE(bad_tile.ok());
+  EXPECT_EQ(bad_tile.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(bad_tile.status().message().find("own-GEMM tile"), std::string::npos)
+      << bad_tile.status().message();
   std::string v6 = s6.substr(0, s6.size() - 4);
   const uint32_t six = 6;
   std::memcpy(v6.data() + 8, &six, 4);
