@@ -243,8 +243,8 @@ int Main(int argc, char** argv) {
     } else if (arg == "--kblock" && ok) {
       ok = ParseList(v, &kblocks);
     } else if (arg == "--persistent" && ok) {
-      persistent = std::string(v) != "off";
-      ok = persistent || std::string(v) == "on";
+      ok = std::string(v) == "on" || std::string(v) == "off";
+      persistent = std::string(v) == "on";
     } else {
       ok = false;
     }

@@ -749,6 +749,11 @@ Result<GemmAlgo> OwnIfFaster(TacticBench& bench, const GemmAlgo& best, cudaStrea
   SURGE_ASSIGN_OR_RETURN(const std::vector<float> us, TimeInterleaved(runs, stream, &failures));
   GemmAlgo out = best;
   if (std::isfinite(us[0])) out.time_us = us[0];
+  std::string times;
+  for (size_t i = 1; i < runs.size(); ++i) {
+    times += fmt::format("; {} {:.2f} us", QGemmTileName(tiles[i - 1]), us[i]);
+  }
+  SURGE_LOG_DEBUG("GEMM {}: cuBLASLt's fastest {:.2f} us{}", desc.Key(), us[0], times);
   std::vector<float> ref, y;
   for (size_t i = 1; i < runs.size(); ++i) {
     if (!failures[i].ok() || !std::isfinite(us[i]) || us[i] >= out.time_us) continue;
