@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cuda.h"
 #include "engine/backends/cuda/gemm.h"
 #include "engine/backends/cuda/qgemm_kernels.h"
 #include "persistent_gemm_chain.h"
@@ -40,15 +41,6 @@ namespace {
 
 using nlohmann::json;
 constexpr int kRows = kChainRows;
-
-#define CHECK_CUDA(x)                                                                         \
-  do {                                                                                        \
-    const cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 bool ParseList(const std::string& s, std::vector<int>* out) {
   out->clear();
