@@ -1,8 +1,7 @@
-#include "engine/backends/cuda/qgemm_kernels.h"
-
 #include <cuda_runtime.h>
 
 #include "engine/backends/cuda/qgemm.cuh"
+#include "engine/backends/cuda/qgemm_kernels.h"
 
 namespace surge::engine::cuda {
 namespace {
