@@ -189,16 +189,29 @@ struct Kernel {
     args.hw_info.sm_count = sm_count;
     return args;
   }
+};
 
+// What a tile translation unit offers: the three calls of the kernel convention for one operand
+// type and epilogue (all null where not instantiated).
+struct TileOps {
+  bool (*can_implement)(const QGemmArgs&, int sm_count) = nullptr;
+  size_t (*workspace_size)(const QGemmArgs&, int sm_count) = nullptr;
+  cudaError_t (*run)(const QGemmArgs&, int sm_count, void*, cudaStream_t) = nullptr;
+};
+
+// The three calls of the kernel convention for a kernel type K: K::Gemm, a CUTLASS device adapter,
+// and K::Arguments(a, sm_count), its arguments for one call.
+template <class K>
+struct KernelCalls {
   static bool CanImplement(const QGemmArgs& a, int sm_count) {
-    return Gemm::can_implement(Arguments(a, sm_count)) == cutlass::Status::kSuccess;
+    return K::Gemm::can_implement(K::Arguments(a, sm_count)) == cutlass::Status::kSuccess;
   }
   static size_t WorkspaceSize(const QGemmArgs& a, int sm_count) {
-    return Gemm::get_workspace_size(Arguments(a, sm_count));
+    return K::Gemm::get_workspace_size(K::Arguments(a, sm_count));
   }
   static cudaError_t Run(const QGemmArgs& a, int sm_count, void* workspace, cudaStream_t stream) {
-    Gemm gemm;
-    const auto args = Arguments(a, sm_count);
+    typename K::Gemm gemm;
+    const auto args = K::Arguments(a, sm_count);
     if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) {
       return cudaErrorInvalidValue;
     }
@@ -210,19 +223,17 @@ struct Kernel {
   }
 };
 
-// What a tile translation unit offers: the three calls of the kernel convention for one operand
-// type and epilogue (all null where not instantiated).
-struct TileOps {
-  bool (*can_implement)(const QGemmArgs&, int sm_count) = nullptr;
-  size_t (*workspace_size)(const QGemmArgs&, int sm_count) = nullptr;
-  cudaError_t (*run)(const QGemmArgs&, int sm_count, void*, cudaStream_t) = nullptr;
-};
+template <class K>
+TileOps OpsOfKernel() {
+  using C = KernelCalls<K>;
+  return TileOps{&C::CanImplement, &C::WorkspaceSize, &C::Run};
+}
 
 template <class TileShape, class ClusterShape, class Element, class MainSchedule, class EpiSchedule,
           class EpiTile, Epilogue E>
 TileOps OpsOf() {
-  using K = Kernel<TileShape, ClusterShape, Element, MainSchedule, EpiSchedule, EpiTile, E>;
-  return TileOps{&K::CanImplement, &K::WorkspaceSize, &K::Run};
+  return OpsOfKernel<
+      Kernel<TileShape, ClusterShape, Element, MainSchedule, EpiSchedule, EpiTile, E>>();
 }
 
 // `cooperative`: the cooperative schedule (else ping-pong) for both operand types; `EpiTile` the
@@ -288,5 +299,9 @@ TileOps Tile128x128PingPong(QuantType t, Epilogue e);  // 128 x 128 x 128, ping-
 TileOps Tile128x128PingPongHalf(Epilogue e);           // FP16: 128 x 128 x 64, ping-pong
 // 128 x 128 x 128, ping-pong, clusters of two CTAs along M sharing the weight tile (TMA multicast).
 TileOps Tile128x128PingPongCluster2(QuantType t, Epilogue e);
+// 128 x 128 x 128, ping-pong, clusters of two CTAs along M, the epilogue from the accumulator
+// registers (qgemm_register_epilogue.cuh) run by each warpgroup without waiting for the other's
+// (qgemm_overlap_pingpong.cuh).
+TileOps Tile128x128PingPongCluster2Overlap(QuantType t, Epilogue e);
 
 }  // namespace surge::engine::cuda::qgemm

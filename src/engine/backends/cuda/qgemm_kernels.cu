@@ -58,6 +58,9 @@ bool Select(const QGemmArgs& a, qgemm::TileOps* ops) {
     case 3:
       *ops = qgemm::Tile128x128PingPongCluster2(a.type, e);
       break;
+    case 4:
+      *ops = qgemm::Tile128x128PingPongCluster2Overlap(a.type, e);
+      break;
     default:
       return false;
   }
@@ -80,7 +83,7 @@ bool ArgumentsValid(const QGemmArgs& a) {
 
 }  // namespace
 
-int QGemmTileCount() { return 4; }
+int QGemmTileCount() { return 5; }
 
 const char* QGemmTileName(int tile) {
   switch (tile) {
@@ -92,6 +95,8 @@ const char* QGemmTileName(int tile) {
       return "128x128x128 ping-pong";
     case 3:
       return "128x128x128 ping-pong, 2x1 clusters";
+    case 4:
+      return "128x128x128 ping-pong, 2x1 clusters, overlapped register epilogues";
     default:
       return "unknown";
   }

@@ -607,6 +607,14 @@ Result<std::pair<int, float>> TimeOwnGemm(const QuantProbeBuffers& probe, int64_
     }
     if (us[i] < best.second) best = {tiles[i], us[i]};
   }
+  // Every tile's time beside cuBLASLt's (SURGE_LOG_LEVEL=debug), as OwnIfFaster does for FP16.
+  std::string times;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    times += fmt::format("{}{} {:.1f} us", i == 0 ? "" : "; ",
+                         tiles[i] < 0 ? "cuBLASLt" : QGemmTileName(tiles[i]), us[i]);
+  }
+  SURGE_LOG_DEBUG("quantised GEMM '{}' at {} rows (n {}, k {}): {}", op->node, rows, op->n, op->k,
+                  times);
   return best;
 }
 

@@ -1,0 +1,154 @@
+// A ping-pong GEMM kernel whose two consumer warpgroups take turns on the tensor cores only: each
+// runs its tile's epilogue as soon as its K loop is done, while the other multiplies or runs its
+// own epilogue.
+//
+// CUTLASS's ping-pong kernel orders the epilogues as well as the K loops (the two warpgroups share
+// its TMA epilogue's shared memory), so where a tile's epilogue E takes longer than its K loop M
+// (FFN1 at K = 768: E about 1.35 M, docs/perf.md) a pair of tiles takes 2 E and the tensor cores
+// wait. With epilogues that need no shared state (the register epilogue of
+// qgemm_register_epilogue.cuh: a private staging area per warp), nothing orders them, and a pair
+// takes max(2 M, M + E).
+//
+// The kernel reuses everything of CUTLASS's ping-pong GemmUniversal (arguments, parameters,
+// shared storage, grid, collectives) and replaces its device body: one producer warp loading the
+// mainloop's tiles, the static persistent tile scheduler, two consumer warpgroups ordered by a
+// one-stage sequence barrier around their K loops.
+#pragma once
+
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/pipeline/pipeline.hpp>
+
+namespace surge::engine::cuda::qgemm {
+
+template <class Base>
+class OverlapPingPong : public Base {
+ public:
+  using typename Base::Params;
+  using typename Base::SharedStorage;
+
+  CUTLASS_DEVICE void operator()(Params const& params, char* smem_buf) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using namespace cute;
+    using CollectiveMainloop = typename Base::CollectiveMainloop;
+    using CollectiveEpilogue = typename Base::CollectiveEpilogue;
+    using TileScheduler = typename Base::TileScheduler;
+    using ClusterShape = typename Base::ClusterShape;
+    using TileShape = typename Base::TileShape;
+    using TiledMma = typename Base::TiledMma;
+    using MainloopPipeline = typename CollectiveMainloop::MainloopPipeline;
+    using PipelineState = typename CollectiveMainloop::PipelineState;
+    using MmaOrder = cutlass::OrderedSequenceBarrier<1, 2>;
+    static_assert(!Base::IsSchedDynamicPersistent && !Base::IsMainloopAuxiliaryLoadNeeded,
+                  "the static persistent scheduler and two-operand mainloops only");
+    constexpr int kConsumers = 2, kWarpGroupThreads = 128;
+
+    SharedStorage& shared = *reinterpret_cast<SharedStorage*>(smem_buf);
+    static_assert(
+        sizeof(typename MmaOrder::SharedStorage) <= sizeof(shared.pipelines.math_wg_order),
+        "the K-loop order barrier lives in the ping-pong kernel's order-barrier storage");
+    const int thread_idx = static_cast<int>(threadIdx.x);
+    const int lane_idx = cutlass::canonical_lane_idx();
+    const int warp_idx = cutlass::canonical_warp_idx_sync();
+    const int warp_group = cutlass::canonical_warp_group_idx();  // 0 loads, 1 and 2 multiply
+    const int group_thread = thread_idx % kWarpGroupThreads;
+    const bool producer_warp = warp_group == 0 && warp_idx == 0;
+    const int lane_predicate = cute::elect_one_sync();
+    const uint32_t block_rank_in_cluster = cute::block_rank_in_cluster();
+
+    if (warp_idx == 0 && lane_predicate) {
+      CollectiveMainloop::prefetch_tma_descriptors(params.mainloop);
+    }
+
+    typename MainloopPipeline::Params pipe;
+    if (producer_warp) pipe.role = MainloopPipeline::ThreadCategory::Producer;
+    if (warp_group != 0) pipe.role = MainloopPipeline::ThreadCategory::Consumer;
+    pipe.is_leader = group_thread == 0;
+    pipe.num_consumers = kWarpGroupThreads;
+    pipe.num_producers = Base::NumProducerThreads;
+    pipe.transaction_bytes = params.mainloop.tma_transaction_bytes;
+    MainloopPipeline mainloop_pipeline(shared.pipelines.mainloop, pipe, ClusterShape{});
+
+    typename MmaOrder::Params order_params;
+    order_params.group_id = static_cast<uint32_t>(warp_group > 0 ? warp_group - 1 : 0);
+    order_params.group_size = kWarpGroupThreads;
+    MmaOrder mma_order(
+        *reinterpret_cast<typename MmaOrder::SharedStorage*>(&shared.pipelines.math_wg_order),
+        order_params);
+
+    // The barriers' initialisation visible to every thread (and every CTA of the cluster).
+    if constexpr (size(ClusterShape{}) > 1) {
+      cute::cluster_arrive_relaxed();
+      cute::cluster_wait();
+    } else {
+      __syncthreads();
+    }
+
+    auto problem = append<4>(params.problem_shape, Int<1>{});
+    TiledMma tiled_mma;
+    auto blk_shape = TileShape{};
+    CollectiveMainloop mainloop;
+    CollectiveEpilogue epilogue(params.epilogue, shared.tensors.epilogue);
+    auto load_inputs = mainloop.load_init(problem, params.mainloop);
+    Tensor gA_mkl = get<0>(load_inputs);
+    Tensor gB_nkl = get<1>(load_inputs);
+    auto k_tile_count = size<3>(gA_mkl);
+
+    TileScheduler scheduler{params.scheduler};
+    PipelineState read_state;
+    if (warp_group == 2) {  // the second consumer starts at the CTA's second tile
+      scheduler.advance_to_next_work();
+      read_state.advance(k_tile_count);
+    }
+    auto work = scheduler.initial_work_tile_info(ClusterShape{});
+    auto block_coord = [&](auto const& w) {
+      return make_coord(idx2crd(w.M_idx, shape<2>(gA_mkl)), idx2crd(w.N_idx, shape<2>(gB_nkl)), _,
+                        idx2crd(w.L_idx, shape<4>(gB_nkl)));
+    };
+
+    if (warp_group == 0) {
+      cutlass::arch::warpgroup_reg_dealloc<Base::LoadRegisterRequirement>();
+      if (!producer_warp) return;
+      cutlass::arch::wait_on_dependent_grids();  // A is the previous kernel's output
+      PipelineState write_state = cutlass::make_producer_start_state<MainloopPipeline>();
+      while (work.is_valid()) {
+        auto k_tile_iter = cute::make_coord_iterator(shape<3>(gA_mkl));
+        mainloop.load(params.mainloop, mainloop_pipeline, write_state, load_inputs,
+                      block_coord(work), k_tile_iter, k_tile_count, lane_idx, block_rank_in_cluster,
+                      shared.tensors.mainloop);
+        write_state.advance(k_tile_count);
+        scheduler.advance_to_next_work();
+        work = scheduler.get_current_work();
+      }
+      mainloop.load_tail(mainloop_pipeline, write_state);
+      return;
+    }
+
+    cutlass::arch::warpgroup_reg_alloc<Base::MmaRegisterRequirement>();
+    if (!work.is_valid()) {
+      cutlass::arch::launch_dependent_grids();
+      return;
+    }
+    while (work.is_valid()) {
+      const auto coord = block_coord(work);
+      Tensor accumulators = partition_fragment_C(tiled_mma, take<0, 2>(blk_shape));
+      mma_order.wait();  // the other warpgroup's K loop issued
+      mainloop.mma(mainloop_pipeline, read_state, accumulators, k_tile_count, group_thread,
+                   shared.tensors.mainloop, params.mainloop);
+      mma_order.arrive();
+      mainloop.mma_tail(mainloop_pipeline, read_state, k_tile_count);
+      read_state.advance(k_tile_count * kConsumers);
+      if (scheduler.is_last_tile(work, kConsumers)) cutlass::arch::launch_dependent_grids();
+      // No turn for the epilogue: it shares nothing with the other warpgroup's.
+      epilogue(problem, blk_shape, coord, accumulators, tiled_mma, make_tuple(0, 0, Int<0>{}),
+               group_thread, reinterpret_cast<char*>(&shared.tensors.epilogue));
+      scheduler.advance_to_next_work(kConsumers);
+      work = scheduler.get_current_work();
+    }
+#endif
+  }
+};
+
+}  // namespace surge::engine::cuda::qgemm
