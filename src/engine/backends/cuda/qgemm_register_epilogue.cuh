@@ -22,6 +22,7 @@
 #include <cutlass/epilogue/collective/detail.hpp>
 #include <type_traits>
 
+#include "engine/backends/cuda/mma.cuh"
 #include "engine/backends/cuda/qgemm.cuh"
 #include "engine/backends/cuda/qgemm_overlap_pingpong.cuh"
 
@@ -32,13 +33,6 @@ __device__ __forceinline__ void StMatrixX4(uint32_t addr, uint32_t r0, uint32_t 
                                            uint32_t r3) {
   asm volatile("stmatrix.sync.aligned.x4.m8n8.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
                "r"(r0), "r"(r1), "r"(r2), "r"(r3)
-               : "memory");
-}
-__device__ __forceinline__ void LdMatrixX4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2,
-                                           uint32_t& r3) {
-  asm volatile("ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-               : "r"(addr)
                : "memory");
 }
 __device__ __forceinline__ uint4 LdShared128(uint32_t addr) {
@@ -58,10 +52,6 @@ __device__ __forceinline__ uint32_t Prmt(uint32_t a, uint32_t b, uint32_t select
   uint32_t d;
   asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(selector));
   return d;
-}
-__device__ __forceinline__ uint32_t HalfPair(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
 }
 __device__ __forceinline__ float2 FloatPair(uint32_t half_pair) {
   return __half22float2(*reinterpret_cast<const __half2*>(&half_pair));
@@ -159,17 +149,16 @@ class RegisterEpilogue {
                                  cute::Tensor<FrgEngine, FrgLayout> const& acc, TiledMma,
                                  ResidueMNK, int thread_idx, char* smem) {
     using namespace cute;
-    // Ping-pong: one warpgroup a tile, two 64-row blocks; cooperative: the two warpgroups take
-    // a block each (thread_idx counts both).
+    // Ping-pong: one warpgroup a tile, two 64-row blocks (thread_idx counts the warpgroup's
+    // threads).
     constexpr int kBlocks = size<1>(FrgLayout{});
-    static_assert(
-        size<0>(FrgLayout{}) == 64 && (kBlocks == 1 || kBlocks == 2) && size<2>(FrgLayout{}) == 1,
-        "the wgmma m64n128 accumulator of a 128 x 128 tile: ((2, 2, 16), blocks, 1)");
+    static_assert(size<0>(FrgLayout{}) == 64 && kBlocks == 2 && size<2>(FrgLayout{}) == 1,
+                  "the wgmma m64n128 accumulator of a 128 x 128 tile: ((2, 2, 16), 2, 1)");
     const int m_total = static_cast<int>(get<0>(problem));
     const int n_total = static_cast<int>(get<1>(problem));
-    const int m0 = static_cast<int>(get<0>(blk_coord)) * 128 + 64 * (thread_idx / 128);
+    const int m0 = static_cast<int>(get<0>(blk_coord)) * 128;
     const int n0 = static_cast<int>(get<1>(blk_coord)) * 128;
-    const int warp = thread_idx % 128 / 32, lane = thread_idx % 32;
+    const int warp = thread_idx / 32, lane = thread_idx % 32;
     const int quad = lane % 4;
     // The consumer warpgroups are the kernel's second and third (the first loads).
     const int consumer_warp = (static_cast<int>(threadIdx.x) / 128 - 1) * 4 + warp;
@@ -244,7 +233,7 @@ class RegisterEpilogue {
       for (int u = 0; u < kUnits; ++u) {
         const uint32_t maddr = stage + srow * kRowBytes + (((2 * u + (mi >> 1)) ^ mrow) << 4);
         uint32_t r[4];  // (half 0, 2u), (half 1, 2u), (half 0, 2u + 1), (half 1, 2u + 1)
-        if constexpr (kResidual) regepi::LdMatrixX4(maddr, r[0], r[1], r[2], r[3]);
+        if constexpr (kResidual) LdMatrixX4(r, maddr);
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < 4; ++i) {
           const int h = i % 2;
@@ -276,7 +265,7 @@ class RegisterEpilogue {
               v0 += res.x;
               v1 += res.y;
             }
-            r[i] = regepi::HalfPair(v0, v1);
+            r[i] = PackPair<__half>(v0, v1);
           }
         }
         regepi::StMatrixX4(maddr, r[0], r[1], r[2], r[3]);

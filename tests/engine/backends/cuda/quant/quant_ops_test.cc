@@ -733,31 +733,38 @@ TEST(QuantLinearGpu, OwnGemmRefusesWhatItCannotRun) {
   a.w = w.p;
   a.scale = s.as<float>();
   a.y = y.p;
-  ASSERT_TRUE(QGemmCanImplement(a));
-  auto refused = [&](auto change, const char* what) {
-    QGemmArgs b = a;
-    change(b);
-    EXPECT_FALSE(QGemmCanImplement(b)) << what;
-  };
-  refused([](QGemmArgs& b) { b.n = 72; }, "N not a multiple of 16");
-  refused([](QGemmArgs& b) { b.k = 40; }, "K not a multiple of 16");
-  refused([](QGemmArgs& b) { b.m = 0; }, "no rows");
-  refused([&](QGemmArgs& b) { b.x = x.as<char>() + 8; }, "misaligned input");
-  refused([](QGemmArgs& b) { b.activation = Activation::kRelu; }, "relu");
-  refused([](QGemmArgs& b) { b.q_out = true; }, "quantised output without GELU");
-  refused(
-      [](QGemmArgs& b) {
-        b.type = QuantType::kFp8E4M3;
-        b.activation = Activation::kGelu;
-      },
-      "FP8 GELU with FP16 out (not instantiated)");
-  refused(
-      [&](QGemmArgs& b) {
-        b.activation = Activation::kGelu;
-        b.residual = y.p;
-      },
-      "GELU with a residual");
-  refused([](QGemmArgs& b) { b.tile = QGemmTileCount(); }, "unknown tile");
+  // Every tile refuses the same inputs (each has its own kernels' checks behind the common ones).
+  for (int tile = 0; tile < QGemmTileCount(); ++tile) {
+    SCOPED_TRACE(QGemmTileName(tile));
+    a.tile = tile;
+    ASSERT_TRUE(QGemmCanImplement(a));
+    auto refused = [&](auto change, const char* what) {
+      QGemmArgs b = a;
+      change(b);
+      EXPECT_FALSE(QGemmCanImplement(b)) << what;
+    };
+    refused([](QGemmArgs& b) { b.n = 72; }, "N not a multiple of 16");
+    refused([](QGemmArgs& b) { b.k = 40; }, "K not a multiple of 16");
+    refused([](QGemmArgs& b) { b.m = 0; }, "no rows");
+    refused([&](QGemmArgs& b) { b.x = x.as<char>() + 8; }, "misaligned input");
+    refused([](QGemmArgs& b) { b.scale = nullptr; }, "no dequantisation steps");
+    refused([](QGemmArgs& b) { b.activation = Activation::kRelu; }, "relu");
+    refused([](QGemmArgs& b) { b.q_out = true; }, "quantised output without GELU");
+    refused(
+        [](QGemmArgs& b) {
+          b.type = QuantType::kFp8E4M3;
+          b.activation = Activation::kGelu;
+        },
+        "FP8 GELU with FP16 out (not instantiated)");
+    refused(
+        [&](QGemmArgs& b) {
+          b.activation = Activation::kGelu;
+          b.residual = y.p;
+        },
+        "GELU with a residual");
+  }
+  a.tile = QGemmTileCount();
+  EXPECT_FALSE(QGemmCanImplement(a)) << "unknown tile";
   EXPECT_EQ(QGemmRun(QGemmArgs{}, nullptr, nullptr), cudaErrorInvalidValue);
 }
 
