@@ -22,13 +22,19 @@
 namespace surge::engine::cuda::qgemm {
 
 // The epilogues a quantised BERT-class Linear needs: QKV (bias), FFN1 (bias + GELU, FP16 or the
-// next layer's quantised input), attention projection and FFN2 (bias + residual).
-enum class Epilogue { kBias, kBiasGelu, kBiasResidual, kBiasGeluQuantised };
+// next layer's quantised input), attention projection and FFN2 (bias + residual, or bias +
+// residual and the LayerNorm after it: qgemm_layer_norm_epilogue.cuh).
+enum class Epilogue { kBias, kBiasGelu, kBiasResidual, kBiasGeluQuantised, kBiasResidualLayerNorm };
 
 // Which epilogue runs `a` (false: none here does).
 inline bool EpilogueOf(const QGemmArgs& a, Epilogue* e) {
   const bool gelu = a.activation == Activation::kGelu || a.activation == Activation::kGeluTanh;
   if (a.activation != Activation::kNone && !gelu) return false;
+  if (a.ln.gamma != nullptr) {
+    if (gelu || a.q_out || a.residual == nullptr || a.half) return false;
+    *e = Epilogue::kBiasResidualLayerNorm;
+    return true;
+  }
   if (a.q_out) {
     if (!gelu || a.residual != nullptr) return false;
     *e = Epilogue::kBiasGeluQuantised;
@@ -262,6 +268,8 @@ TileOps OpsFor(QuantType t, Epilogue e) {
                      Epilogue::kBiasGelu>();
       }
       return TileOps{};
+    case Epilogue::kBiasResidualLayerNorm:  // the LayerNorm tile's only
+      return TileOps{};
   }
   return TileOps{};
 }
@@ -281,6 +289,7 @@ TileOps OpsForHalf(Epilogue e) {
     case Epilogue::kBiasResidual:
       return OpsOf<TileShape, One, H, Main, Epi, EpiTile, Epilogue::kBiasResidual>();
     case Epilogue::kBiasGeluQuantised:
+    case Epilogue::kBiasResidualLayerNorm:
       return TileOps{};
   }
   return TileOps{};
@@ -303,5 +312,8 @@ TileOps Tile128x128PingPongCluster2(QuantType t, Epilogue e);
 // registers (qgemm_register_epilogue.cuh) run by each warpgroup without waiting for the other's
 // (qgemm_overlap_pingpong.cuh).
 TileOps Tile128x128PingPongCluster2Overlap(QuantType t, Epilogue e);
+// 128 x 128 x 128, ping-pong with overlapped register epilogues, in clusters of N / 128 CTAs
+// along N: the residual Linear with the LayerNorm after it (kBiasResidualLayerNorm only).
+TileOps Tile128x128LayerNorm(QuantType t, Epilogue e);
 
 }  // namespace surge::engine::cuda::qgemm

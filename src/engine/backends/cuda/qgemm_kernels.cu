@@ -61,6 +61,9 @@ bool Select(const QGemmArgs& a, qgemm::TileOps* ops) {
     case 4:
       *ops = qgemm::Tile128x128PingPongCluster2Overlap(a.type, e);
       break;
+    case 5:
+      *ops = qgemm::Tile128x128LayerNorm(a.type, e);
+      break;
     default:
       return false;
   }
@@ -75,15 +78,23 @@ bool ArgumentsValid(const QGemmArgs& a) {
   if (a.x == nullptr || a.w == nullptr || a.y == nullptr) return false;
   if (a.scale == nullptr && !a.half) return false;
   for (const void* p : {a.x, a.w, static_cast<const void*>(a.scale), a.bias, a.residual,
-                        static_cast<const void*>(a.y)}) {
+                        static_cast<const void*>(a.y), static_cast<const void*>(a.ln.gamma),
+                        static_cast<const void*>(a.ln.beta), static_cast<const void*>(a.ln.q.y),
+                        static_cast<const void*>(a.ln.exchange)}) {
     if (p != nullptr && !Aligned(p)) return false;
+  }
+  if (a.ln.gamma != nullptr && (a.ln.beta == nullptr || a.ln.exchange == nullptr ||
+                                !(a.ln.epsilon >= 0.f) || a.ln.q.inv_scale <= 0.f)) {
+    return false;
   }
   return true;
 }
 
 }  // namespace
 
-int QGemmTileCount() { return 5; }
+int QGemmTileCount() { return 6; }
+
+bool QGemmTileRunsLayerNorm(int tile) { return tile == 5; }
 
 const char* QGemmTileName(int tile) {
   switch (tile) {
@@ -97,6 +108,8 @@ const char* QGemmTileName(int tile) {
       return "128x128x128 ping-pong, 2x1 clusters";
     case 4:
       return "128x128x128 ping-pong, 2x1 clusters, overlapped register epilogues";
+    case 5:
+      return "128x128x128 ping-pong, overlapped register epilogues, LayerNorm in N/128 clusters";
     default:
       return "unknown";
   }

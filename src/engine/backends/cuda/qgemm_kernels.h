@@ -16,7 +16,8 @@
 // form); others are not implemented here. FP8 with an FP16 GELU output is not instantiated (FFN1's
 // output feeds an FP8 FFN2 as e4m3).
 // Tiles: several configurations (QGemmTileCount); the caller times them (QuantLinears) and keeps
-// the fastest per row count.
+// the fastest per row count. One of them (QGemmArgs::ln) also runs the LayerNorm that follows a
+// residual Linear, in its epilogue.
 // Alignment: K a multiple of 16, N a multiple of 16, every pointer 16-byte aligned. Launched with
 // programmatic dependent launch when PdlEnabled (it reads X, bias and residual only after the
 // grids before it have completed).
@@ -44,10 +45,27 @@ struct QGemmArgs {
   // ping-pong): the FP16 Linear's GEMM of our own at few rows, launched with PDL like the
   // quantised GEMMs, so that a small batch's chain of kernels is programmatic end to end.
   bool half = false;
+  // The LayerNorm after a residual Linear, in the epilogue (tile 5 only; gamma null: none):
+  // y = LayerNorm(act(x w) + bias + residual) in FP16 instead of the sum, with the quantised copy
+  // q of y for the next Linear when q.y is set. N a multiple of 128 up to 1024, activation none,
+  // q_out false. `exchange`: QGemmExchangeBytes(m, n) of device memory, zero before the first
+  // call and left so by every call (the context's: calls on other streams need their own).
+  struct LayerNorm {
+    const float* gamma = nullptr;  // [n]
+    const float* beta = nullptr;   // [n]
+    float epsilon = 1e-5f;
+    QuantizedCopy q;
+    void* exchange = nullptr;
+  } ln;
 };
+
+// Bytes of the exchange area the LayerNorm epilogue needs at m rows and n columns.
+int64_t QGemmExchangeBytes(int64_t m, int64_t n);
 
 int QGemmTileCount();
 const char* QGemmTileName(int tile);
+// Whether `tile` is the one with the LayerNorm epilogue (QGemmArgs::ln; it runs nothing else).
+bool QGemmTileRunsLayerNorm(int tile);
 
 // False (nothing to run) off sm_90, for unsupported shapes, alignments or epilogues.
 bool QGemmCanImplement(const QGemmArgs& args);

@@ -13,6 +13,15 @@
 // shared storage, grid, collectives) and replaces its device body: one producer warp loading the
 // mainloop's tiles, the static persistent tile scheduler, two consumer warpgroups ordered by a
 // one-stage sequence barrier around their K loops.
+//
+// With kRowGroups it takes its own tile order instead (RowGroupScheduler): launched in clusters of
+// N / 128 CTAs (RowGroupGemm, qgemm_layer_norm_epilogue.cuh), CTA c of a cluster takes column tile
+// c of the cluster's row tiles, so that a row tile's column tiles run at the same time on CTAs
+// the hardware schedules together, and the LayerNorm epilogue can exchange its rows' statistics
+// among them. The mainloop is CUTLASS's for one CTA (no multicast: a 128-row tile does not split
+// into N / 128 slices), its pipeline made as for a cluster of N / 128 along M, so that every
+// CTA's consumers release each stage in all of them: the stage-release arrivals of a one-CTA
+// pipeline would go to the cluster's first CTA.
 #pragma once
 
 #include <cutlass/arch/barrier.h>
@@ -23,7 +32,42 @@
 
 namespace surge::engine::cuda::qgemm {
 
-template <class Base>
+// The tiles of one CTA in a grid of groups of `n_blocks` CTAs (one per 128-column tile; the grid is
+// the largest multiple of n_blocks within the multiprocessor count, at most one group a row tile):
+// CTA c of group g takes column tile c of row tiles g, g + groups, g + 2 groups, ... The CUTLASS
+// static scheduler's interface, as OverlapPingPong uses it.
+class RowGroupScheduler {
+  // Launched as groups (clusters) of n_blocks CTAs along x.
+ public:
+  struct Work {
+    int32_t M_idx = 0, N_idx = 0, L_idx = 0;
+    bool valid = false;
+    CUTLASS_DEVICE bool is_valid() const { return valid; }
+  };
+  CUTLASS_HOST_DEVICE static int Groups(int m_blocks, int n_blocks, int sm_count) {
+    const int g = n_blocks > 0 ? sm_count / n_blocks : 0;
+    return g < m_blocks ? g : m_blocks;
+  }
+  CUTLASS_DEVICE RowGroupScheduler(int m_blocks, int n_blocks)
+      : m_blocks_(m_blocks),
+        groups_(static_cast<int>(gridDim.x) / n_blocks),
+        n_(static_cast<int>(blockIdx.x) % n_blocks),
+        m_(static_cast<int>(blockIdx.x) / n_blocks) {}
+  template <class ClusterShape>
+  CUTLASS_DEVICE Work initial_work_tile_info(ClusterShape) const {
+    return get_current_work();
+  }
+  CUTLASS_DEVICE void advance_to_next_work(int count = 1) { m_ += count * groups_; }
+  CUTLASS_DEVICE Work get_current_work() const { return Work{m_, n_, 0, m_ < m_blocks_}; }
+  CUTLASS_DEVICE bool is_last_tile(Work const&, int count = 1) const {
+    return m_ + count * groups_ >= m_blocks_;
+  }
+
+ private:
+  int m_blocks_, groups_, n_, m_;
+};
+
+template <class Base, bool kRowGroups = false>
 class OverlapPingPong : public Base {
  public:
   using typename Base::Params;
@@ -69,7 +113,15 @@ class OverlapPingPong : public Base {
     pipe.num_consumers = kWarpGroupThreads;
     pipe.num_producers = Base::NumProducerThreads;
     pipe.transaction_bytes = params.mainloop.tma_transaction_bytes;
-    MainloopPipeline mainloop_pipeline(shared.pipelines.mainloop, pipe, ClusterShape{});
+    const int n_blocks = static_cast<int>(cute::get<1>(params.problem_shape)) / 128;
+    auto pipeline_cluster = [&] {
+      if constexpr (kRowGroups) {
+        return make_shape(n_blocks, 1, 1);
+      } else {
+        return ClusterShape{};
+      }
+    };
+    MainloopPipeline mainloop_pipeline(shared.pipelines.mainloop, pipe, pipeline_cluster());
 
     typename MmaOrder::Params order_params;
     order_params.group_id = static_cast<uint32_t>(warp_group > 0 ? warp_group - 1 : 0);
@@ -79,7 +131,7 @@ class OverlapPingPong : public Base {
         order_params);
 
     // The barriers' initialisation visible to every thread (and every CTA of the cluster).
-    if constexpr (size(ClusterShape{}) > 1) {
+    if constexpr (kRowGroups || size(ClusterShape{}) > 1) {
       cute::cluster_arrive_relaxed();
       cute::cluster_wait();
     } else {
@@ -96,7 +148,14 @@ class OverlapPingPong : public Base {
     Tensor gB_nkl = get<1>(load_inputs);
     auto k_tile_count = size<3>(gA_mkl);
 
-    TileScheduler scheduler{params.scheduler};
+    auto make_scheduler = [&] {
+      if constexpr (kRowGroups) {
+        return RowGroupScheduler((cute::get<0>(params.problem_shape) + 127) / 128, n_blocks);
+      } else {
+        return TileScheduler{params.scheduler};
+      }
+    };
+    auto scheduler = make_scheduler();
     PipelineState read_state;
     if (warp_group == 2) {  // the second consumer starts at the CTA's second tile
       scheduler.advance_to_next_work();
@@ -116,8 +175,8 @@ class OverlapPingPong : public Base {
       while (work.is_valid()) {
         auto k_tile_iter = cute::make_coord_iterator(shape<3>(gA_mkl));
         mainloop.load(params.mainloop, mainloop_pipeline, write_state, load_inputs,
-                      block_coord(work), k_tile_iter, k_tile_count, lane_idx, block_rank_in_cluster,
-                      shared.tensors.mainloop);
+                      block_coord(work), k_tile_iter, k_tile_count, lane_idx,
+                      kRowGroups ? 0u : block_rank_in_cluster, shared.tensors.mainloop);
         write_state.advance(k_tile_count);
         scheduler.advance_to_next_work();
         work = scheduler.get_current_work();

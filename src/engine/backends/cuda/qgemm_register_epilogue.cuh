@@ -75,26 +75,48 @@ __device__ __forceinline__ uint32_t E4m3Quad(float a0, float a1, float b0, float
   return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
 }
 
+// A warp's 16 rows x 128 FP16 columns of `src` ([m_total, n_total] row-major, from row0 and
+// column n0; zeros past its edges) into its staging area (256-byte rows, 16-byte chunks swizzled
+// by chunk ^ row % 8), read back in the accumulator layout with ldmatrix. Two batches of four
+// 16-byte loads in flight: all eight spill at the accumulators' register count.
+__device__ __forceinline__ void StageHalfRows(uint32_t stage, const cutlass::half_t* src, int row0,
+                                              int n0, int m_total, int n_total, int lane) {
+  constexpr int kRowBytes = 256;
+  CUTLASS_PRAGMA_UNROLL
+  for (int batch = 0; batch < 2; ++batch) {
+    uint4 v[4];
+    CUTLASS_PRAGMA_UNROLL
+    for (int t = 0; t < 4; ++t) {
+      const int row = 2 * (4 * batch + t) + lane / 16, chunk = lane % 16;
+      const int grow = row0 + row, gcol = n0 + 8 * chunk;
+      v[t] = make_uint4(0, 0, 0, 0);
+      if (grow < m_total && gcol < n_total) {
+        v[t] = *reinterpret_cast<const uint4*>(src + int64_t(grow) * n_total + gcol);
+      }
+    }
+    CUTLASS_PRAGMA_UNROLL
+    for (int t = 0; t < 4; ++t) {
+      const int row = 2 * (4 * batch + t) + lane / 16, chunk = lane % 16;
+      StShared128(stage + row * kRowBytes + ((chunk ^ (row % 8)) << 4), v[t]);
+    }
+  }
+  __syncwarp();
+}
+
 }  // namespace regepi
 
-// The epilogue operation (CUTLASS's DefaultEpilogue interface; Sm90TmaWarpSpecializedAdapter makes
-// it a collective for the warp-specialised kernels).
-template <class Element, class TileShape, Epilogue kEpi>
-class RegisterEpilogue {
- public:
-  static_assert(cute::size<0>(TileShape{}) == 128 && cute::size<1>(TileShape{}) == 128,
-                "128 x 128 tiles");
-  static constexpr bool kQuantisedOut = kEpi == Epilogue::kBiasGeluQuantised;
-  static constexpr bool kResidual = kEpi == Epilogue::kBiasResidual;
-  static constexpr int kRows = 16;                             // a warp's rows per 64-row block
-  static constexpr int kRowBytes = kQuantisedOut ? 128 : 256;  // 128 columns
-  static constexpr int kWarpBytes = kRows * kRowBytes;
-  static constexpr int kConsumerWarps = 8;
-
-  using ElementOutput = std::conditional_t<kQuantisedOut, Element, cutlass::half_t>;
+// What CUTLASS's DefaultEpilogue interface asks of an epilogue operation that works on the
+// accumulator registers through a staging area in shared memory and needs no workspace (the
+// operation adds can_implement, is_source_needed and the call; Sm90TmaWarpSpecializedAdapter
+// makes it a collective for the warp-specialised kernels).
+template <class Args, class Source, class Accumulator, int kStagingBytes>
+struct RegisterEpilogueInterface {
+  using Arguments = Args;
+  using Params = Args;
+  using ElementOutput = std::remove_pointer_t<decltype(Args::y)>;
   using ElementD = ElementOutput;
-  using ElementC = std::conditional_t<kResidual, cutlass::half_t, void>;
-  using ElementAccumulator = std::conditional_t<std::is_same_v<Element, int8_t>, int32_t, float>;
+  using ElementC = Source;
+  using ElementAccumulator = Accumulator;
   using ElementCompute = float;
   using StrideC = cutlass::detail::TagToStrideC_t<cutlass::layout::RowMajor>;
   using StrideD = StrideC;
@@ -105,18 +127,9 @@ class RegisterEpilogue {
   using GmemTiledCopyD = void;
 
   struct SharedStorage {
-    alignas(128) uint8_t staging[kConsumerWarps * kWarpBytes];
+    alignas(128) uint8_t staging[kStagingBytes];
   };
   using TensorStorage = SharedStorage;
-
-  struct Arguments {
-    const float* scale = nullptr;               // [n]
-    const cutlass::half_t* bias = nullptr;      // [n] or null
-    const cutlass::half_t* residual = nullptr;  // [m, n] (kBiasResidual)
-    ElementD* y = nullptr;                      // [m, n]
-    float out_inv_scale = 1.f;                  // quantised out
-  };
-  using Params = Arguments;
 
   template <class ProblemShape>
   static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args,
@@ -132,6 +145,39 @@ class RegisterEpilogue {
                                               cudaStream_t, cutlass::CudaHostAdapter* = nullptr) {
     return cutlass::Status::kSuccess;
   }
+};
+
+template <class Out>
+struct RegisterEpilogueArguments {
+  const float* scale = nullptr;               // [n]
+  const cutlass::half_t* bias = nullptr;      // [n] or null
+  const cutlass::half_t* residual = nullptr;  // [m, n] (kBiasResidual)
+  Out* y = nullptr;                           // [m, n]
+  float out_inv_scale = 1.f;                  // quantised out
+};
+
+// The epilogue operation (CUTLASS's DefaultEpilogue interface; Sm90TmaWarpSpecializedAdapter makes
+// it a collective for the warp-specialised kernels).
+template <class Element, class TileShape, Epilogue kEpi>
+class RegisterEpilogue
+    : public RegisterEpilogueInterface<
+          RegisterEpilogueArguments<
+              std::conditional_t<kEpi == Epilogue::kBiasGeluQuantised, Element, cutlass::half_t>>,
+          std::conditional_t<kEpi == Epilogue::kBiasResidual, cutlass::half_t, void>,
+          std::conditional_t<std::is_same_v<Element, int8_t>, int32_t, float>,
+          8 * 16 * (kEpi == Epilogue::kBiasGeluQuantised ? 128 : 256)> {
+ public:
+  static_assert(cute::size<0>(TileShape{}) == 128 && cute::size<1>(TileShape{}) == 128,
+                "128 x 128 tiles");
+  static constexpr bool kQuantisedOut = kEpi == Epilogue::kBiasGeluQuantised;
+  static constexpr bool kResidual = kEpi == Epilogue::kBiasResidual;
+  static constexpr int kRows = 16;                             // a warp's rows per 64-row block
+  static constexpr int kRowBytes = kQuantisedOut ? 128 : 256;  // 128 columns
+  static constexpr int kWarpBytes = kRows * kRowBytes;
+  static constexpr int kConsumerWarps = 8;
+  using typename RegisterEpilogue::RegisterEpilogueInterface::Arguments;
+  using typename RegisterEpilogue::RegisterEpilogueInterface::Params;
+
   template <class ProblemShape>
   static bool can_implement(ProblemShape const& problem, Arguments const& args) {
     const auto n = cute::get<1>(problem);
@@ -198,28 +244,7 @@ class RegisterEpilogue {
       // The residual rows, staged in the layout the output takes; each unit below reads its
       // part back in the accumulator layout (ldmatrix mirrors stmatrix) and overwrites it.
       if constexpr (kResidual) {
-        // Two batches of four 16-byte loads in flight: all eight spill at the accumulators'
-        // register count.
-        CUTLASS_PRAGMA_UNROLL
-        for (int batch = 0; batch < 2; ++batch) {
-          uint4 v[4];
-          CUTLASS_PRAGMA_UNROLL
-          for (int t = 0; t < 4; ++t) {
-            const int row = 2 * (4 * batch + t) + lane / 16, chunk = lane % 16;
-            const int grow = row0 + row, gcol = n0 + 8 * chunk;
-            v[t] = make_uint4(0, 0, 0, 0);
-            if (grow < m_total && gcol < n_total) {
-              v[t] = *reinterpret_cast<const uint4*>(params_.residual + int64_t(grow) * n_total +
-                                                     gcol);
-            }
-          }
-          CUTLASS_PRAGMA_UNROLL
-          for (int t = 0; t < 4; ++t) {
-            const int row = 2 * (4 * batch + t) + lane / 16, chunk = lane % 16;
-            regepi::StShared128(stage + row * kRowBytes + ((chunk ^ (row % 8)) << 4), v[t]);
-          }
-        }
-        __syncwarp();
+        regepi::StageHalfRows(stage, params_.residual, row0, n0, m_total, n_total, lane);
       }
 
       // Units of one stmatrix.x4 each: FP16 out, column groups 2 u and 2 u + 1 (a pair of
@@ -380,6 +405,8 @@ TileOps RegisterEpilogueOps(QuantType t, Epilogue e) {
         return OpsOfKernel<
             RegisterEpilogueKernel<int8_t, Int8Main, Epilogue::kBiasGelu, ClusterShape>>();
       }
+      return TileOps{};
+    case Epilogue::kBiasResidualLayerNorm:  // the LayerNorm tile's only
       return TileOps{};
   }
   return TileOps{};

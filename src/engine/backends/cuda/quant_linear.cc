@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <random>
@@ -17,6 +18,7 @@
 #include "engine/backends/cuda/cuda_check.h"
 #include "engine/backends/cuda/gemm.h"
 #include "engine/backends/cuda/host_convert.h"
+#include "engine/backends/cuda/layer_norm_kernels.h"
 #include "engine/backends/cuda/quant_kernels.h"
 
 namespace surge::engine::cuda {
@@ -35,6 +37,17 @@ int64_t RoundUp16(int64_t rows) { return (rows + 15) / 16 * 16; }
 bool FusionDisabled() {
   const char* v = std::getenv("SURGE_CUDA_QUANT_FUSION");
   return v != nullptr && std::string_view(v) == "0";
+}
+
+bool LayerNormFusionDisabled() {
+  const char* v = std::getenv("SURGE_CUDA_LAYER_NORM_FUSION");
+  return v != nullptr && std::string_view(v) == "0";
+}
+
+// SURGE_CUDA_LAYER_NORM_FUSION=always: wherever the own GEMM can run it, timed faster or not.
+bool LayerNormFusionForced() {
+  const char* v = std::getenv("SURGE_CUDA_LAYER_NORM_FUSION");
+  return v != nullptr && std::string_view(v) == "always";
 }
 
 }  // namespace
@@ -80,13 +93,15 @@ Status QuantProbeBuffers::Allocate(int64_t rows, int64_t n, int64_t k, size_t ws
   n_ = n;
   k_ = k;
   ws_bytes_ = ws;
-  const size_t sizes[] = {static_cast<size_t>(n * k),
-                          static_cast<size_t>(rows_ * k),
-                          static_cast<size_t>(rows_ * n) * 4,
-                          static_cast<size_t>(rows_ * n) * 2,
-                          static_cast<size_t>(n) * 2,
-                          static_cast<size_t>(kFp8ColumnScalesAt + n) * 4,
-                          ws};
+  const size_t sizes[] = {
+      static_cast<size_t>(n * k),
+      static_cast<size_t>(rows_ * k),
+      static_cast<size_t>(rows_ * n) * 4,
+      static_cast<size_t>(rows_ * n) * 2,
+      static_cast<size_t>(n) * 2,
+      static_cast<size_t>(kFp8ColumnScalesAt + n) * 4,
+      ws,
+      AlignUp(static_cast<size_t>(2 * n) * 4) + static_cast<size_t>(QGemmExchangeBytes(rows_, n))};
   size_t total = 0;
   for (size_t b : sizes) total += AlignUp(std::max<size_t>(b, 1));
   void* p = nullptr;
@@ -94,8 +109,8 @@ Status QuantProbeBuffers::Allocate(int64_t rows, int64_t n, int64_t k, size_t ws
   mem_.reset(p);
   SURGE_CUDA_RETURN_IF_ERROR(cudaMemset(p, 0, total));
   char* at = static_cast<char*>(p);
-  char** slots[] = {&w_, &x_, &out_, &res_, &bias_, &scales_, &ws_};
-  for (size_t i = 0; i < 7; ++i) {
+  char** slots[] = {&w_, &x_, &out_, &res_, &bias_, &scales_, &ws_, &ln_};
+  for (size_t i = 0; i < 8; ++i) {
     *slots[i] = at;
     at += AlignUp(std::max<size_t>(sizes[i], 1));
   }
@@ -137,6 +152,16 @@ QuantGemmOperands QuantProbeBuffers::Operands(const QuantLinearOp& op, int64_t g
   o.workspace_bytes = ws_bytes_;
   o.stream = nullptr;
   return o;
+}
+
+QGemmArgs::LayerNorm QuantProbeBuffers::LayerNormOperands(const QuantLinearOp& op, int64_t rows,
+                                                          const QuantGemmOperands& o) const {
+  QGemmArgs::LayerNorm ln;
+  ln.gamma = reinterpret_cast<const float*>(ln_);
+  ln.beta = reinterpret_cast<const float*>(ln_) + n_;
+  ln.exchange = ln_ + AlignUp(static_cast<size_t>(2 * n_) * 4);
+  ln.q = QuantizedCopy{op.type, static_cast<char*>(o.out) + rows * op.n * 2, 1.f};
+  return ln;
 }
 
 Status ChooseQuantGemm(cublasLtHandle_t handle, const QuantProbeBuffers& probe,
@@ -359,11 +384,33 @@ void QuantLinears::PlanFusion(const ir::Graph& g, const Program& p) {
     }
   }
   for (int v : g.outputs) ++readers[v];
-  for (auto& [i, op] : ops_) {  // program order: a producer is settled before its reader
-    if (i == 0) continue;
+  // A residual Linear read only by the LayerNorm right after it: the LayerNorm can run in the own
+  // GEMM's epilogue (N / 128 CTAs a cluster: N a multiple of 128 up to 1024). The quantised Linear
+  // reading the LayerNorm's copy then reads the other slot than this one (set before that
+  // Linear's own planning, which gives its output slot from its input slot).
+  auto plan_layer_norm = [&](size_t i, QuantLinearOp& op) {
+    if (LayerNormFusionDisabled() || i + 1 >= p.ops.size() || !op.residual ||
+        op.activation != Activation::kNone || op.n % 128 != 0 || op.n > 1024) {
+      return;
+    }
+    const LoweredOp& ln = p.ops[i + 1];
+    const int y = p.ops[i].outputs[0];
+    if (ln.kind != OpKind::kLayerNorm || ln.inputs.empty() || ln.inputs[0] != y ||
+        readers[y] != 1 || ln.cols != op.n || (ln.outputs.size() > 1 && ln.outputs[1] >= 0)) {
+      return;
+    }
+    op.ln_op = i + 1;
+    auto next = ops_.find(i + 2);
+    if (next != ops_.end() && p.ops[i + 2].inputs[0] == ln.outputs[0]) {
+      next->second.in_slot = 1 - op.in_slot;
+    }
+  };
+  // Where the input of op i comes from.
+  auto plan_input = [&](size_t i, QuantLinearOp& op) {
+    if (i == 0) return;
     const LoweredOp& prev = p.ops[i - 1];
     const int x = p.ops[i].inputs[0];
-    if (prev.outputs.empty() || prev.outputs[0] != x) continue;
+    if (prev.outputs.empty() || prev.outputs[0] != x) return;
     const bool only_reader = readers[x] == 1;
     switch (prev.kind) {
       case OpKind::kLayerNorm:
@@ -395,6 +442,10 @@ void QuantLinears::PlanFusion(const ir::Graph& g, const Program& p) {
       default:
         break;
     }
+  };
+  for (auto& [i, op] : ops_) {  // program order: a producer is settled before its reader
+    plan_input(i, op);
+    plan_layer_norm(i, op);
   }
 }
 
@@ -618,6 +669,48 @@ Result<std::pair<int, float>> TimeOwnGemm(const QuantProbeBuffers& probe, int64_
   return best;
 }
 
+// The own GEMM of `op` with the LayerNorm in its epilogue at `rows`, and the LayerNorm kernel with
+// its quantised copy alone on the same operands, timed in rounds: (fused us, LayerNorm us); the
+// fused time is infinite where the own GEMM cannot take the layer.
+Result<std::pair<float, float>> TimeLayerNormFusion(const QuantProbeBuffers& probe, int64_t rows,
+                                                    cudaStream_t stream, const QuantLinearOp& op) {
+  const QuantGemmOperands o = probe.Operands(op, rows);
+  QGemmArgs a = OwnGemmArgs(op, rows, o.w, o.scales, o.xq, o.bias, o.residual, o.out);
+  a.ln = probe.LayerNormOperands(op, rows, o);
+  while (a.tile < QGemmTileCount() && !QGemmTileRunsLayerNorm(a.tile)) ++a.tile;
+  LayerNormArgs la;
+  la.rows = rows;
+  la.cols = static_cast<int>(op.n);
+  la.x = o.residual;
+  la.gamma = a.ln.gamma;
+  la.beta = a.ln.beta;
+  la.y = o.out;
+  la.q = a.ln.q;
+  const float inf = std::numeric_limits<float>::infinity();
+  if (!LayerNormCanImplement(la)) return std::make_pair(inf, 0.f);
+  if (!QGemmCanImplement(a) || QGemmWorkspaceSize(a) > probe.workspace_bytes()) {
+    return std::make_pair(inf, 0.f);
+  }
+  std::vector<std::function<Status()>> runs = {
+      [&]() -> Status {
+        SURGE_CUDA_RETURN_IF_ERROR(QGemmRun(a, o.workspace, stream));
+        return Status::Ok();
+      },
+      [&]() -> Status {
+        SURGE_CUDA_RETURN_IF_ERROR(LayerNormRun(la, nullptr, stream));
+        return Status::Ok();
+      }};
+  std::vector<Status> failures;
+  SURGE_ASSIGN_OR_RETURN(const std::vector<float> us, TimeInterleaved(runs, stream, &failures));
+  for (const Status& f : failures) {
+    if (!f.ok()) {
+      return f.WithContext(
+          fmt::format("timing layer '{}' with its LayerNorm at {} rows", op.node, rows));
+    }
+  }
+  return std::make_pair(us[0], us[1]);
+}
+
 }  // namespace
 
 QGemmArgs OwnGemmArgs(const QuantLinearOp& op, int64_t rows, const void* w, const float* scales,
@@ -648,6 +741,9 @@ struct QuantTunings {
   std::mutex mu;
   std::map<std::string, std::pair<cublasLtMatmulAlgo_t, float>> cublas;
   std::map<std::string, std::pair<int, float>> own;
+  // The own GEMM with the LayerNorm in its epilogue: its time (us) where faster than the GEMM and
+  // the LayerNorm kernel apart, else -1, by the same key.
+  std::map<std::string, float> ln;
 };
 
 QuantTunings& ProcessQuantTunings() {
@@ -669,6 +765,7 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
   const std::string device = DeviceKey() + "\t";
   auto& done = process.cublas;   // cuBLASLt algorithm and time, by device and desc key
   auto& own_done = process.own;  // own GEMM: tile and time, by the same key and output form
+  auto& ln_done = process.ln;    // own GEMM with the LayerNorm: time where faster, by the same key
   Status st = Status::Ok();
   for (auto& [i, op] : ops_) {
     const int64_t max_rows = op.batch_rows ? max_batch_rows : max_token_rows;
@@ -725,6 +822,32 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
         } else {
           op.own.erase(RowBucket(rows));
         }
+        if (op.ln_op != 0) {
+          const std::string ln_key = desc_key + (LayerNormFusionForced() ? " ln always" : " ln");
+          auto ln = ln_done.find(ln_key);
+          if (ln == ln_done.end()) {
+            auto timed = TimeLayerNormFusion(probe, rows, stream, op);
+            if (!timed.ok()) {
+              st = timed.status();
+              break;
+            }
+            // Against the bucket's GEMM as chosen (own tile, or cuBLASLt and its passes) and the
+            // LayerNorm kernel.
+            const auto [fused_us, ln_us] = *timed;
+            const bool faster = std::isfinite(fused_us) &&
+                                (fused_us < own->second.second + ln_us || LayerNormFusionForced());
+            SURGE_LOG_DEBUG(
+                "quantised GEMM '{}' at {} rows with its LayerNorm: {:.1f} us fused, "
+                "{:.1f} + {:.1f} us apart",
+                op.node, rows, fused_us, own->second.second, ln_us);
+            ln = ln_done.emplace(ln_key, faster ? fused_us : -1.f).first;
+          }
+          if (ln->second >= 0) {
+            op.ln_fused[RowBucket(rows)] = ln->second;
+          } else {
+            op.ln_fused.erase(RowBucket(rows));
+          }
+        }
       }
     }
     if (!st.ok()) break;
@@ -753,6 +876,7 @@ QuantLinears::Scratch QuantLinears::ScratchFor(const QuantLinearOp& op, int64_t 
   if (QuantGemmModeAccumulates(op.mode)) {
     s.acc = AlignUp(static_cast<size_t>(gemm_rows * op.n) * 4);
   }
+  if (op.ln_op != 0) s.exchange = AlignUp(static_cast<size_t>(QGemmExchangeBytes(rows, op.n)));
   return s;
 }
 
@@ -764,6 +888,7 @@ QuantLinears::Scratch QuantLinears::ScratchBytes(int64_t max_token_rows,
     s.xq = std::max(s.xq, one.xq);
     s.acc = std::max(s.acc, one.acc);
     s.slots = std::max(s.slots, one.slots);
+    s.exchange = std::max(s.exchange, one.exchange);
   }
   return s;
 }
@@ -800,6 +925,36 @@ Status QuantLinearRunner::Init(const QuantLinears::Scratch& s) {
   xq_bytes_ = s.xq;
   acc_bytes_ = s.acc;
   slots_ = s.slots;
+  exchange_bytes_ = s.exchange;
+  // The LayerNorm epilogue's exchange area starts at zero and each call leaves it so.
+  if (exchange_bytes_ != 0) {
+    SURGE_CUDA_RETURN_IF_ERROR(cudaMemset(Exchange(), 0, exchange_bytes_));
+  }
+  return Status::Ok();
+}
+
+void* QuantLinearRunner::Exchange() const {
+  return static_cast<char*>(scratch_.get()) + static_cast<size_t>(slots_) * xq_bytes_ + acc_bytes_;
+}
+
+Status QuantLinearRunner::GemmLayerNorm(const QuantLinearOp& op, int64_t rows, const void* bias,
+                                        const void* residual, void* y,
+                                        const QGemmArgs::LayerNorm& ln, void* ws, size_t ws_bytes,
+                                        cudaStream_t stream, bool* ran) {
+  *ran = false;
+  if (rows == 0 || op.ln_op == 0 || !op.ln_fused.count(RowBucket(rows))) return Status::Ok();
+  if (op.in_slot >= slots_ || static_cast<size_t>(rows * op.k) > xq_bytes_ ||
+      static_cast<size_t>(QGemmExchangeBytes(rows, op.n)) > exchange_bytes_) {
+    return InternalError("quantised layer '{}': {} rows exceed the context's scratch", op.node,
+                         rows);
+  }
+  QGemmArgs a = OwnGemmArgs(op, rows, op.w_dev, op.scales_dev, Slot(op.in_slot), bias, residual, y);
+  a.ln = ln;
+  a.ln.exchange = Exchange();
+  while (a.tile < QGemmTileCount() && !QGemmTileRunsLayerNorm(a.tile)) ++a.tile;
+  if (!QGemmCanImplement(a) || QGemmWorkspaceSize(a) > ws_bytes) return Status::Ok();
+  SURGE_CUDA_RETURN_IF_ERROR(QGemmRun(a, ws, stream));
+  *ran = true;
   return Status::Ok();
 }
 

@@ -91,6 +91,16 @@ struct QuantLinearOp {
   // layer's int8 input (slot out_slot, at out_inv_scale) instead of FP16 y; where cuBLASLt runs
   // the layer, y is written and quantised into the slot.
   bool int8_out = false;
+  // A residual Linear whose output only the LayerNorm op right after it reads (BERT's attention
+  // projection and FFN2; PlanFusion): the op index of that LayerNorm (0: none). The own GEMM runs
+  // it in its epilogue (QGemmArgs::ln: the LayerNorm's output and its quantised copy for the next
+  // Linear instead of the sum) in the buckets of `ln_fused` (floor(log2 rows) -> the fused
+  // kernel's time, us), where it timed faster than the layer's GEMM and the LayerNorm kernel
+  // apart; SURGE_CUDA_LAYER_NORM_FUSION=0 turns it off, =always takes it wherever it runs. That
+  // next Linear then reads the other slot than this one, which the fused kernel still reads when it
+  // writes the copy.
+  size_t ln_op = 0;
+  std::map<int, float> ln_fused;
 };
 
 // FP8 scales on the device: w_scale at 0, x_scale at this float offset (256 bytes on).
@@ -135,12 +145,16 @@ class QuantProbeBuffers {
   Status Allocate(int64_t rows, int64_t n, int64_t k, size_t workspace_bytes);
   // Operands for `op` at `gemm_rows` (which must fit the allocation).
   QuantGemmOperands Operands(const QuantLinearOp& op, int64_t gemm_rows) const;
+  // The LayerNorm epilogue's operands for `op` at `rows`, writing y to o.out and its quantised
+  // copy after it (zero gamma and beta, a zero exchange area).
+  QGemmArgs::LayerNorm LayerNormOperands(const QuantLinearOp& op, int64_t rows,
+                                         const QuantGemmOperands& o) const;
   size_t workspace_bytes() const { return ws_bytes_; }
 
  private:
   DeviceBuffer mem_;
   char *w_ = nullptr, *x_ = nullptr, *out_ = nullptr, *res_ = nullptr, *bias_ = nullptr,
-       *scales_ = nullptr, *ws_ = nullptr;
+       *scales_ = nullptr, *ws_ = nullptr, *ln_ = nullptr;
   size_t ws_bytes_ = 0;
   int64_t rows_ = 0, n_ = 0, k_ = 0;
 };
@@ -186,7 +200,8 @@ class QuantLinears {
   struct Scratch {
     size_t xq = 0, acc = 0;  // xq: one slot
     int slots = 1;
-    size_t total() const { return xq * static_cast<size_t>(slots) + acc; }
+    size_t exchange = 0;  // the LayerNorm epilogue's (QGemmExchangeBytes), after the rest
+    size_t total() const { return xq * static_cast<size_t>(slots) + acc + exchange; }
   };
   Scratch ScratchBytes(int64_t max_token_rows, int64_t max_batch_rows) const;
   // The scratch one op needs at `rows` input rows.
@@ -231,6 +246,13 @@ class QuantLinearRunner {
   Result<QuantizedCopy> CopyTarget(const QuantLinearOp& consumer, int64_t rows) const;
   // The context's quantised-input buffer `slot` (0 or 1).
   void* Slot(int slot) const;
+  // The GEMM of `op` with the LayerNorm op.ln_op in its epilogue, at `rows`, when its bucket is
+  // in op.ln_fused and the own GEMM takes these operands; `*ran` false (nothing enqueued)
+  // otherwise, and the caller runs the GEMM and the LayerNorm apart. `ln`: the LayerNorm's
+  // gamma, beta, epsilon and quantised copy (exchange left to the runner); `y` its output.
+  Status GemmLayerNorm(const QuantLinearOp& op, int64_t rows, const void* bias,
+                       const void* residual, void* y, const QGemmArgs::LayerNorm& ln, void* ws,
+                       size_t ws_bytes, cudaStream_t stream, bool* ran);
   // The accumulating modes' INT32 / FP32 output (null when the scratch has none): apart from
   // both slots, since a layer reading slot 1 may run in such a mode.
   void* Accumulators() const;
@@ -246,10 +268,13 @@ class QuantLinearRunner {
                  void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
   // (op, rows, fp8_out as planned) -> plan; a refused fp8_out plan falls back to FP16 + Quantize.
+  // The LayerNorm epilogue's exchange area (after the slots and accumulators).
+  void* Exchange() const;
+
   std::map<std::tuple<size_t, int64_t, bool>, std::unique_ptr<QuantGemm>> plans_;
   std::set<std::pair<size_t, int64_t>> fp8_refused_;  // (op, rows) cuBLASLt ran no e4m3 D for
   DeviceBuffer scratch_;
-  size_t xq_bytes_ = 0, acc_bytes_ = 0;
+  size_t xq_bytes_ = 0, acc_bytes_ = 0, exchange_bytes_ = 0;
   int slots_ = 1;
 };
 

@@ -6,6 +6,7 @@
 //    cosine to FP32 >= 0.999 for INT8 and FP8 (the target), FP16's shown beside it.
 //  * The bert_seqcls fixture: cosine >= 0.999 and top-1 agreement with FP32, its 64x3 classifier
 //    kept FP16 (not a multiple of 16), and the accuracy guard falling layers back on CUDA.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -192,6 +193,50 @@ TEST(CudaQuantModel, FusedQuantisationAgreesWithSeparateQuantisePasses) {
   }
 }
 
+// The LayerNorm after the attention projection and FFN2 in their own GEMM's epilogue
+// (QuantLinearOp::ln_op; SURGE_CUDA_LAYER_NORM_FUSION=always takes it at every row count, 0 never)
+// against the GEMM and the LayerNorm kernel apart, on a 2-layer hidden-256 BERT (clusters of two
+// CTAs): the fused form normalises the float32 sum rather than its FP16 rounding, which moves a
+// few quantised inputs by one step.
+TEST(CudaQuantModel, LayerNormInTheGemmEpilogueAgreesWithTheLayerNormKernel) {
+  SKIP_WITHOUT_GPU();
+  bench::BertShape shape;
+  shape.hidden = 256;
+  shape.heads = 4;
+  shape.ffn = 1024;
+  shape.layers = 2;
+  shape.vocab = 1000;
+  auto graph = bench::BertEncoderGraph(77, shape);
+  auto cache = Calibrate(*graph, Batches(1, 4, 4, 128, 1000, true), {}, "bert_256");
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  const auto eval = Batches(2, 3, 8, 128, 1000, true);
+  for (Precision p : {Precision::kInt8, Precision::kFp8}) {
+    BuilderConfig c = Config("cuda", p, 8, 128);
+    QuantizeOptions o;
+    o.guard = false;
+    QuantizeReport report;
+    ASSERT_TRUE(Quantize(*graph, &*cache, o, &c, &report).ok());
+    setenv("SURGE_CUDA_LAYER_NORM_FUSION", "always", 1);
+    auto fused = Load(*graph, c);
+    setenv("SURGE_CUDA_LAYER_NORM_FUSION", "0", 1);
+    auto plain = Load(*graph, c);
+    unsetenv("SURGE_CUDA_LAYER_NORM_FUSION");
+    ASSERT_TRUE(fused && plain);
+    const std::string desc = fused->Describe();
+    const std::string mark = "in the epilogue of the GEMM before it";
+    size_t count = 0;
+    for (size_t at = desc.find(mark); at != std::string::npos; at = desc.find(mark, at + 1)) {
+      ++count;
+    }
+    EXPECT_EQ(count, 4u) << desc;  // 2 layers x (projection, FFN2)
+    EXPECT_EQ(plain->Describe().find(mark), std::string::npos);
+    const Agreement a = Measure(*plain, *fused, eval);
+    std::printf("bert 2x256 %s, LayerNorm in the GEMM epilogue vs apart: %s\n",
+                std::string(PrecisionName(p)).c_str(), a.Summary().c_str());
+    EXPECT_GE(a.cosine(), p == Precision::kInt8 ? 0.9999 : 0.9995);
+  }
+}
+
 TEST(CudaQuantModel, AccuracyGuardFallsBackLayersToFp16) {
   SKIP_WITHOUT_GPU();
   const ir::Graph g = Fixture();
@@ -320,6 +365,57 @@ TEST(CudaQuantBuild, HandBuiltEncoderCalibratesAndBuildsWithUniqueLayerNames) {
   EXPECT_TRUE(c.quant.layers.count("Linear_8"));
   auto bytes = builder::BuildPlanFromGraph(*graph, c);
   EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
+}
+
+// Where the LayerNorm after a residual Linear is planned into that Linear's epilogue (needs no
+// GPU): after the attention projection and FFN2 when N is a multiple of 128 (clusters of N / 128
+// CTAs), never with SURGE_CUDA_LAYER_NORM_FUSION=0 or at hidden 64; and no fused kernel writes
+// the slot it reads (the Linear after the LayerNorm reads the other one).
+TEST(CudaQuantBuild, LayerNormsAfterResidualLinearsArePlannedIntoTheirEpilogue) {
+  bench::BertShape shape = SmallBert();
+  shape.hidden = 256;
+  shape.heads = 4;
+  shape.ffn = 512;
+  for (int64_t hidden : {int64_t{256}, int64_t{64}}) {
+    shape.hidden = hidden;
+    auto graph = bench::BertEncoderGraph(13, shape);
+    auto cache = Calibrate(*graph, Batches(1, 2, 2, 16, shape.vocab, true), {}, "small");
+    ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+    for (Precision p : {Precision::kInt8, Precision::kFp8}) {
+      for (bool off : {false, true}) {
+        SCOPED_TRACE(
+            fmt::format("hidden {}, {}{}", hidden, PrecisionName(p), off ? ", fusion off" : ""));
+        BuilderConfig c = Config("cuda", p, 4, 32);
+        QuantizeOptions o;
+        o.guard = false;
+        ASSERT_TRUE(Quantize(*graph, &*cache, o, &c, nullptr).ok());
+        auto program = cuda::AnalyzeGraph(*graph, cuda::QuantBaseConfig(c));
+        ASSERT_TRUE(program.ok());
+        if (off) setenv("SURGE_CUDA_LAYER_NORM_FUSION", "0", 1);
+        auto layers = cuda::QuantLinears::Analyze(*graph, *program, c, false);
+        unsetenv("SURGE_CUDA_LAYER_NORM_FUSION");
+        ASSERT_TRUE(layers.ok()) << layers.status().ToString();
+        int fused = 0;
+        for (const auto& [i, op] : layers->ops()) {
+          SCOPED_TRACE(op.node);
+          if (op.int8_out || op.fp8_out) {
+            EXPECT_NE(op.in_slot, op.out_slot);
+          }
+          if (op.ln_op == 0) continue;
+          ++fused;
+          EXPECT_TRUE(op.residual);
+          EXPECT_EQ(op.ln_op, i + 1);
+          EXPECT_EQ(program->ops[op.ln_op].kind, cuda::OpKind::kLayerNorm);
+          // The quantised Linear reading the LayerNorm's copy (QKV, FFN1, the pooler).
+          if (const cuda::QuantLinearOp* next = layers->CopyFor(op.ln_op)) {
+            EXPECT_NE(next->in_slot, op.in_slot);
+          }
+        }
+        // Per layer the projection and FFN2 (the last layer's on [CLS] rows as well).
+        EXPECT_EQ(fused, hidden % 128 == 0 && !off ? 2 * shape.layers : 0);
+      }
+    }
+  }
 }
 
 // A quantised plan stores its INT8/FP8 layers' weights quantised (bytes and scales, as the load

@@ -13,6 +13,7 @@
 //    the tanh form.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -543,6 +544,7 @@ TEST(QuantLinearGpu, OwnGemmInEveryTypeTileAndEpilogueMatchesTheReferences) {
   uint32_t seed = 1000;
   for (QuantType t : {QuantType::kInt8, QuantType::kFp8E4M3}) {
     for (int tile = 0; tile < QGemmTileCount(); ++tile) {
+      if (QGemmTileRunsLayerNorm(tile)) continue;  // OwnGemmWithLayerNormMatchesGemmThenLayerNorm
       for (auto [m, n, k] : shapes) {
         for (auto [act, bias, residual, q_out] : epilogues) {
           const bool large = m * n * k > (int64_t{1} << 27);
@@ -733,10 +735,30 @@ TEST(QuantLinearGpu, OwnGemmRefusesWhatItCannotRun) {
   a.w = w.p;
   a.scale = s.as<float>();
   a.y = y.p;
+  Dev gamma(1024 * 4), beta(1024 * 4), exchange(1 << 20);
+  const QGemmArgs plain = a;
   // Every tile refuses the same inputs (each has its own kernels' checks behind the common ones).
   for (int tile = 0; tile < QGemmTileCount(); ++tile) {
     SCOPED_TRACE(QGemmTileName(tile));
+    a = plain;
     a.tile = tile;
+    const bool ln = QGemmTileRunsLayerNorm(tile);
+    QGemmArgs with_ln = a;
+    with_ln.n = 128;
+    with_ln.residual = y.p;
+    with_ln.ln.gamma = gamma.as<float>();
+    with_ln.ln.beta = beta.as<float>();
+    with_ln.ln.exchange = exchange.p;
+    // The LayerNorm tile runs a residual Linear with the LayerNorm only; the others never.
+    EXPECT_EQ(QGemmCanImplement(a), !ln);
+    EXPECT_EQ(QGemmCanImplement(with_ln), ln);
+    if (ln) {
+      a = with_ln;
+      for (int64_t n : {int64_t{1024}, int64_t{384}}) {
+        with_ln.n = n;
+        EXPECT_TRUE(QGemmCanImplement(with_ln)) << n << " columns";
+      }
+    }
     ASSERT_TRUE(QGemmCanImplement(a));
     auto refused = [&](auto change, const char* what) {
       QGemmArgs b = a;
@@ -762,10 +784,178 @@ TEST(QuantLinearGpu, OwnGemmRefusesWhatItCannotRun) {
           b.residual = y.p;
         },
         "GELU with a residual");
+    if (!ln) continue;
+    refused([](QGemmArgs& b) { b.n = 1152; }, "N / 128 over 8 (a cluster's most CTAs)");
+    refused([](QGemmArgs& b) { b.n = 192; }, "N not a multiple of 128");
+    refused([](QGemmArgs& b) { b.residual = nullptr; }, "LayerNorm without a residual");
+    refused([](QGemmArgs& b) { b.ln.beta = nullptr; }, "no beta");
+    refused([](QGemmArgs& b) { b.ln.exchange = nullptr; }, "no exchange area");
+    refused([](QGemmArgs& b) { b.ln.epsilon = -1.f; }, "negative epsilon");
+    refused([](QGemmArgs& b) { b.activation = Activation::kGelu; }, "GELU before the LayerNorm");
+    refused([&](QGemmArgs& b) { b.ln.exchange = exchange.as<char>() + 4; }, "misaligned exchange");
   }
   a.tile = QGemmTileCount();
   EXPECT_FALSE(QGemmCanImplement(a)) << "unknown tile";
   EXPECT_EQ(QGemmRun(QGemmArgs{}, nullptr, nullptr), cudaErrorInvalidValue);
+}
+
+// The LayerNorm in the residual Linear's epilogue (QGemmArgs::ln) against the own GEMM writing the
+// FP16 sum, then the LayerNorm kernel with its quantised copy: the same quantised operands, so
+// the two differ only by the FP16 rounding of the sum, which the fused form does not do (at most
+// 2^-11 of |sum| per value, times rstd · |gamma|), and the rounding of y (2^-11 of |y|). The
+// quantised copies then differ by at most one step where y sits near a rounding boundary. Row
+// counts span one partial row tile to more row tiles than clusters (each CTA running several,
+// the exchange area reused), N from one column tile to eight (clusters of 1 to 8 CTAs); each case
+// runs twice, and the exchange area must be zero again after each call.
+TEST(QuantLinearGpu, OwnGemmWithLayerNormMatchesGemmThenLayerNorm) {
+  SKIP_WITHOUT_GPU();
+  int ln_tile = -1;
+  for (int t = 0; t < QGemmTileCount(); ++t) {
+    if (QGemmTileRunsLayerNorm(t)) ln_tile = t;
+  }
+  ASSERT_GE(ln_tile, 0);
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
+      {1, 768, 768}, {200, 768, 768},  {513, 768, 3072}, {37, 256, 64},
+      {16, 128, 64}, {300, 1024, 128}, {8300, 768, 768}};
+  std::mt19937 g(4242);
+  for (QuantType t : {QuantType::kInt8, QuantType::kFp8E4M3}) {
+    for (auto [m, n, k] : shapes) {
+      const bool int8 = t == QuantType::kInt8;
+      const std::string what = fmt::format("{} {} x {} x {}", int8 ? "int8" : "e4m3", m, n, k);
+      // Quantised operands: int8 steps, or e4m3 values of moderate size.
+      std::vector<uint8_t> xq(m * k), wq(n * k);
+      std::uniform_int_distribution<int> i8(-127, 127);
+      auto fill = [&](std::vector<uint8_t>& v, float lo, float hi) {
+        if (int8) {
+          for (uint8_t& b : v) b = static_cast<uint8_t>(static_cast<int8_t>(i8(g)));
+        } else {
+          const auto f = Uniform(g, v.size(), lo, hi);
+          FloatToE4m3Host(f.data(), v.data(), static_cast<int64_t>(v.size()));
+        }
+      };
+      fill(xq, -4.f, 4.f);
+      fill(wq, -2.f, 2.f);
+      // Steps so that the sums are O(1) and a row's spread is uneven.
+      const float step = int8 ? 1.f / (127.f * 127.f * std::sqrt(float(k)) / 3.f)
+                              : 1.f / (8.f * std::sqrt(float(k)));
+      std::vector<float> scale(n);
+      for (int64_t j = 0; j < n; ++j) scale[j] = step * (0.5f + 1.5f * (j % 7) / 6.f);
+      const auto bias = RoundHalf(Uniform(g, n, -0.5f, 0.5f));
+      const auto res = RoundHalf(Uniform(g, m * n, -2.f, 2.f));
+      const auto gamma = Uniform(g, n, 0.5f, 1.5f);
+      const auto beta = Uniform(g, n, -0.3f, 0.3f);
+      const float q_inv_scale = int8 ? 127.f / 4.f : 448.f / 8.f;
+      const size_t ex_bytes = static_cast<size_t>(QGemmExchangeBytes(m, n));
+      Dev dx(m * k), dw(n * k), ds(n * 4), db(n * 2), dr(m * n * 2), dg(n * 4), dbe(n * 4),
+          dsum(m * n * 2), dyr(m * n * 2), dqr(m * n), dy(m * n * 2), dq(m * n), dex(ex_bytes),
+          ws(32u << 20);
+      cudaMemcpy(dx.p, xq.data(), m * k, cudaMemcpyHostToDevice);
+      cudaMemcpy(dw.p, wq.data(), n * k, cudaMemcpyHostToDevice);
+      cudaMemcpy(ds.p, scale.data(), n * 4, cudaMemcpyHostToDevice);
+      cudaMemcpy(db.p, ToHalf(bias).data(), n * 2, cudaMemcpyHostToDevice);
+      cudaMemcpy(dr.p, ToHalf(res).data(), m * n * 2, cudaMemcpyHostToDevice);
+      cudaMemcpy(dg.p, gamma.data(), n * 4, cudaMemcpyHostToDevice);
+      cudaMemcpy(dbe.p, beta.data(), n * 4, cudaMemcpyHostToDevice);
+      cudaMemset(dex.p, 0, ex_bytes);
+
+      // The reference: the own GEMM's FP16 sum (any tile that takes it), then the LayerNorm.
+      QGemmArgs a;
+      a.type = t;
+      a.m = m;
+      a.n = n;
+      a.k = k;
+      a.x = dx.p;
+      a.w = dw.p;
+      a.scale = ds.as<float>();
+      a.bias = db.p;
+      a.residual = dr.p;
+      a.y = dsum.p;
+      for (a.tile = 0; a.tile < QGemmTileCount() && !QGemmCanImplement(a); ++a.tile) {
+      }
+      ASSERT_LT(a.tile, QGemmTileCount()) << what << ": no tile writes the sum";
+      ASSERT_EQ(QGemmRun(a, ws.p, nullptr), cudaSuccess) << what;
+      LayerNormArgs la;
+      la.rows = m;
+      la.cols = static_cast<int>(n);
+      la.x = dsum.p;
+      la.gamma = dg.as<float>();
+      la.beta = dbe.as<float>();
+      la.epsilon = 1e-5f;
+      la.y = dyr.p;
+      la.q = QuantizedCopy{t, dqr.p, q_inv_scale};
+      ASSERT_TRUE(LayerNormCanImplement(la)) << what;
+      ASSERT_EQ(LayerNormRun(la, nullptr, nullptr), cudaSuccess) << what;
+
+      QGemmArgs f = a;
+      f.tile = ln_tile;
+      f.y = dy.p;
+      f.ln.gamma = dg.as<float>();
+      f.ln.beta = dbe.as<float>();
+      f.ln.epsilon = 1e-5f;
+      f.ln.q = QuantizedCopy{t, dq.p, q_inv_scale};
+      f.ln.exchange = dex.p;
+      ASSERT_TRUE(QGemmCanImplement(f)) << what;
+      ASSERT_EQ(QGemmWorkspaceSize(f), 0u) << what;
+      std::vector<uint16_t> sum(m * n), yr(m * n), y(m * n), y_first;
+      std::vector<uint8_t> qr(m * n), q(m * n), ex(ex_bytes);
+      cudaMemcpy(sum.data(), dsum.p, m * n * 2, cudaMemcpyDeviceToHost);
+      cudaMemcpy(yr.data(), dyr.p, m * n * 2, cudaMemcpyDeviceToHost);
+      cudaMemcpy(qr.data(), dqr.p, m * n, cudaMemcpyDeviceToHost);
+      for (int run = 0; run < 2; ++run) {
+        cudaMemset(dy.p, 0xff, m * n * 2);  // NaN halves: every output must be written
+        cudaMemset(dq.p, 0x7f, m * n);
+        ASSERT_EQ(QGemmRun(f, ws.p, nullptr), cudaSuccess) << what;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+        cudaMemcpy(y.data(), dy.p, m * n * 2, cudaMemcpyDeviceToHost);
+        cudaMemcpy(q.data(), dq.p, m * n, cudaMemcpyDeviceToHost);
+        cudaMemcpy(ex.data(), dex.p, ex_bytes, cudaMemcpyDeviceToHost);
+        const int64_t counter_bytes = (m + 127) / 128 * 8;
+        EXPECT_TRUE(
+            std::all_of(ex.begin(), ex.begin() + counter_bytes, [](uint8_t b) { return b == 0; }))
+            << what << ", run " << run << ": the exchange counters are not back at zero";
+        if (run == 1) {
+          EXPECT_EQ(y, y_first) << what << ": a second call wrote other values";
+        }
+        y_first = y;
+      }
+      double worst = 0, worst_q = 0;
+      int64_t nonfinite = 0, q_off = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        double mean = 0, var = 0;
+        for (int64_t j = 0; j < n; ++j) mean += HalfToFloatHost(sum[i * n + j]);
+        mean /= n;
+        for (int64_t j = 0; j < n; ++j) {
+          const double d = HalfToFloatHost(sum[i * n + j]) - mean;
+          var += d * d;
+        }
+        const double rstd = 1 / std::sqrt(var / n + 1e-5);
+        for (int64_t j = 0; j < n; ++j) {
+          const double want = HalfToFloatHost(yr[i * n + j]);
+          const double got = HalfToFloatHost(y[i * n + j]);
+          nonfinite += !std::isfinite(got);
+          const double s = HalfToFloatHost(sum[i * n + j]);
+          const double tol = std::ldexp(std::abs(want), -9) +
+                             rstd * gamma[j] * std::ldexp(std::abs(s) + std::abs(mean), -10) + 1e-3;
+          worst = std::max(worst, std::abs(got - want) / tol);
+          const uint8_t a8 = q[i * n + j], b8 = qr[i * n + j];
+          if (a8 == b8) continue;
+          ++q_off;
+          // One step apart at most: int8 by one, e4m3 by one mantissa step (2^-3 relative).
+          const double qa = int8 ? static_cast<int8_t>(a8) : E4m3ToFloatHost(a8);
+          const double qb = int8 ? static_cast<int8_t>(b8) : E4m3ToFloatHost(b8);
+          const double step_tol = int8 ? 1.0 : std::ldexp(std::max(std::abs(qa), std::abs(qb)), -3);
+          worst_q = std::max(worst_q, std::abs(qa - qb) / (step_tol * 1.001 + 1e-9));
+        }
+      }
+      EXPECT_EQ(nonfinite, 0) << what;
+      EXPECT_LE(worst, 1.0) << what << ": y against GEMM then LayerNorm";
+      EXPECT_LE(worst_q, 1.0) << what << ": quantised copies more than a step apart";
+      EXPECT_LE(q_off, m * n / 50 + 1) << what << ": quantised copies that differ";
+      std::printf(
+          "  %s: worst y error %.3f of its bound, %lld of %lld quantised bytes a step off\n",
+          what.c_str(), worst, static_cast<long long>(q_off), static_cast<long long>(m * n));
+    }
+  }
 }
 
 TEST(QuantLinearGpu, Fp8ScalesSitApartAndCanBeTheAlpha) {

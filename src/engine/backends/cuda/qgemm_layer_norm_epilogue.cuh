@@ -1,0 +1,469 @@
+// The quantised GEMM of a residual Linear with the LayerNorm after it in its epilogue (BERT's
+// attention projection and FFN2 with the LayerNorm that follows each):
+//
+//   v = acc · scale[n] + bias[n] + residual[m, n]        (float32, kept in the accumulators)
+//   y = (v - mean_m) / sqrt(var_m + epsilon) · gamma[n] + beta[n]    (FP16 out)
+//   q = the next Linear's quantised input: int8 or e4m3 of FP16(y) · q_inv_scale (optional)
+//
+// so that neither the GEMM's FP16 sum nor a LayerNorm pass over it goes through memory. A row's
+// statistics span N / 128 column tiles: the kernel runs the overlapped ping-pong body
+// (qgemm_overlap_pingpong.cuh) with its row-group tile order, in which the N / 128 CTAs of a group
+// run the column tiles of the same row tile at the same time. Each consumer warpgroup works out
+// its tile's per-row sum and sum of squared deviations from the tile's own mean (float32, from the
+// accumulator registers), writes them to a global exchange area, counts itself in on the row
+// tile's counter and waits for the group's other CTAs; the row's mean and variance then combine
+// the N / 128 partial statistics exactly (Chan et al.'s pairwise update), as the LayerNorm kernel's
+// two passes do over a whole row. The last CTA to read a row tile's statistics sets its counters
+// back to zero, ready for the next call.
+//
+// Exchange area (QGemmArgs::exchange, QGemmExchangeBytes; zero before the first call): two
+// counters a row tile (arrivals, readers), then [row tiles][N / 128][128 rows] of float2
+// (sum, sum of squared deviations). The CTAs that wait on each other are those of one cluster,
+// which the hardware runs at the same time: the kernel cannot wait on a CTA not yet running,
+// whatever else shares the device. Clusters hold at most 8 CTAs: N up to 1024.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cutlass/arch/barrier.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cutlass/epilogue/collective/detail.hpp>
+#include <type_traits>
+
+#include "engine/backends/cuda/qgemm_register_epilogue.cuh"
+
+namespace surge::engine::cuda::qgemm {
+namespace lnepi {
+
+constexpr int kRowTile = 128;
+constexpr int kMaxClusterCtas = 8;  // portable cluster size
+
+// Bytes of the exchange area for m rows and n columns.
+CUTLASS_HOST_DEVICE constexpr int64_t CounterBytes(int64_t m) {
+  return ((m + kRowTile - 1) / kRowTile * 2 * 4 + 255) / 256 * 256;
+}
+CUTLASS_HOST_DEVICE constexpr int64_t ExchangeBytes(int64_t m, int64_t n) {
+  return CounterBytes(m) + (m + kRowTile - 1) / kRowTile * (n / kRowTile) * kRowTile * 8;
+}
+
+__device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Eight FP16 values (a 16-byte chunk) times `inv_scale`, as eight int8 or e4m3 bytes.
+__device__ __forceinline__ uint2 QuantizeEight(uint4 halves, float inv_scale, bool e4m3) {
+  const uint32_t h[4] = {halves.x, halves.y, halves.z, halves.w};
+  float f[8];
+  CUTLASS_PRAGMA_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    const float2 p = regepi::FloatPair(h[i]);
+    f[2 * i] = p.x * inv_scale;
+    f[2 * i + 1] = p.y * inv_scale;
+  }
+  if (e4m3) {
+    return make_uint2(regepi::E4m3Quad(f[0], f[1], f[2], f[3]),
+                      regepi::E4m3Quad(f[4], f[5], f[6], f[7]));
+  }
+  return make_uint2(regepi::Int8Quad(f[0], f[1], f[2], f[3]),
+                    regepi::Int8Quad(f[4], f[5], f[6], f[7]));
+}
+
+}  // namespace lnepi
+
+// The epilogue operation (CUTLASS's DefaultEpilogue interface, as RegisterEpilogue), for the
+// overlapped ping-pong kernel with row groups only: 128 x 128 tiles, N a multiple of 128.
+struct LayerNormEpilogueArguments {
+  const float* scale = nullptr;               // [n]
+  const cutlass::half_t* bias = nullptr;      // [n] or null
+  const cutlass::half_t* residual = nullptr;  // [m, n]
+  cutlass::half_t* y = nullptr;               // [m, n]: the LayerNorm's output (may be residual)
+  const float* gamma = nullptr;               // [n]
+  const float* beta = nullptr;                // [n]
+  float epsilon = 1e-5f;
+  uint8_t* q = nullptr;  // [m, n] quantised copy of y, or null
+  bool q_e4m3 = false;   // e4m3 (else int8)
+  float q_inv_scale = 1.f;
+  void* exchange = nullptr;  // lnepi::ExchangeBytes(m, n), zero before the first call
+};
+
+template <class Element>
+class LayerNormEpilogue
+    : public RegisterEpilogueInterface<
+          LayerNormEpilogueArguments, cutlass::half_t,
+          std::conditional_t<std::is_same_v<Element, int8_t>, int32_t, float>, 8 * 16 * 256> {
+ public:
+  static constexpr int kRows = 16;       // a warp's rows per 64-row block
+  static constexpr int kRowBytes = 256;  // 128 FP16 columns
+  static constexpr int kWarpBytes = kRows * kRowBytes;
+  // The two consumer warpgroups' named barriers: CUTLASS's first two user barriers (it adds the
+  // count it keeps for itself, 8).
+  static constexpr uint32_t kBarrierBase = 0;
+  using typename LayerNormEpilogue::RegisterEpilogueInterface::Arguments;
+  using typename LayerNormEpilogue::RegisterEpilogueInterface::Params;
+
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const& problem, Arguments const& args) {
+    const auto n = cute::get<1>(problem);
+    return args.scale != nullptr && args.y != nullptr && args.residual != nullptr &&
+           args.gamma != nullptr && args.beta != nullptr && args.exchange != nullptr &&
+           n % lnepi::kRowTile == 0 && n / lnepi::kRowTile <= lnepi::kMaxClusterCtas &&
+           args.epsilon >= 0.f;
+  }
+
+  CUTLASS_HOST_DEVICE explicit LayerNormEpilogue(Params const& params) : params_(params) {}
+
+  CUTLASS_DEVICE bool is_source_needed() { return true; }
+
+  template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine,
+            class FrgLayout, class TiledMma, class ResidueMNK>
+  CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem, BlockShapeMNK, BlockCoordMNKL blk_coord,
+                                 cute::Tensor<FrgEngine, FrgLayout> const& acc_in, TiledMma,
+                                 ResidueMNK, int thread_idx, char* smem) {
+    using namespace cute;
+    constexpr int kBlocks = size<1>(FrgLayout{});
+    static_assert(size<0>(FrgLayout{}) == 64 && kBlocks == 2 && size<2>(FrgLayout{}) == 1,
+                  "the wgmma m64n128 accumulator of a 128 x 128 tile: ((2, 2, 16), 2, 1)");
+    // The sums replace the accumulators in place (float bits in INT8's int32 registers): the
+    // tile's 128 values a thread fit no second copy.
+    auto& acc = const_cast<cute::Tensor<FrgEngine, FrgLayout>&>(acc_in);
+    const int m_total = static_cast<int>(get<0>(problem));
+    const int n_total = static_cast<int>(get<1>(problem));
+    const int m_blk = static_cast<int>(get<0>(blk_coord));
+    const int n_blk = static_cast<int>(get<1>(blk_coord));
+    const int m0 = m_blk * 128, n0 = n_blk * 128;
+    const int n_blocks = n_total / 128;
+    const int warp = thread_idx / 32, lane = thread_idx % 32;
+    const int quad = lane % 4;
+    const int group = static_cast<int>(threadIdx.x) / 128 - 1;  // consumer warpgroup 0 or 1
+    const int consumer_warp = group * 4 + warp;
+    const uint32_t stage = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) +
+                           static_cast<uint32_t>(consumer_warp * kWarpBytes);
+    const int mi = lane / 8, mrow = lane % 8;
+    const int srow = 8 * (mi & 1) + mrow;  // this lane's stmatrix / ldmatrix row
+
+    // This thread's 32 columns: n0 + 8 j + 2 quad (+ 1). Their scale, bias, gamma and beta are
+    // read where used (L1 hits): the tile's 128 values a thread leave no registers to hold them.
+    cutlass::arch::wait_on_dependent_grids();  // the residual may be the grid before's output
+
+    // 1. v = acc · scale + bias + residual into the accumulators; the row sums (this thread's
+    // rows: 64 block + 16 warp + lane / 4 + 8 half).
+    float sum[kBlocks][2] = {}, dev[kBlocks][2] = {};
+    CUTLASS_PRAGMA_UNROLL
+    for (int block = 0; block < kBlocks; ++block) {
+      const int row0 = m0 + 64 * block + 16 * warp;
+      regepi::StageHalfRows(stage, params_.residual, row0, n0, m_total, n_total, lane);
+      CUTLASS_PRAGMA_UNROLL
+      for (int u = 0; u < 8; ++u) {
+        const uint32_t maddr = stage + srow * kRowBytes + (((2 * u + (mi >> 1)) ^ mrow) << 4);
+        uint32_t r[4];  // (half 0, 2u), (half 1, 2u), (half 0, 2u + 1), (half 1, 2u + 1)
+        LdMatrixX4(r, maddr);
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          const int h = i % 2, j = 2 * u + i / 2;
+          const int col = n0 + 8 * j + 2 * quad;
+          const float2 scale = __ldg(reinterpret_cast<const float2*>(params_.scale + col));
+          const float2 b =
+              params_.bias != nullptr
+                  ? regepi::FloatPair(__ldg(reinterpret_cast<const unsigned*>(params_.bias + col)))
+                  : float2{0.f, 0.f};
+          const float2 res = regepi::FloatPair(r[i]);
+          const float a0 = static_cast<float>(acc(4 * j + 2 * h, block, 0));
+          const float a1 = static_cast<float>(acc(4 * j + 2 * h + 1, block, 0));
+          const float v0 = fmaf(a0, scale.x, b.x) + res.x;
+          const float v1 = fmaf(a1, scale.y, b.y) + res.y;
+          Put(acc(4 * j + 2 * h, block, 0), v0);
+          Put(acc(4 * j + 2 * h + 1, block, 0), v1);
+          sum[block][h] += v0 + v1;
+        }
+      }
+      __syncwarp();  // the staging area is the next block's
+    }
+    // 2. The tile's per-row sums (the 4 lanes of a quad hold a row's 128 columns), then the sums of
+    // squared deviations from the tile's row means.
+    CUTLASS_PRAGMA_UNROLL
+    for (int block = 0; block < kBlocks; ++block) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        sum[block][h] += __shfl_xor_sync(0xffffffffu, sum[block][h], 1);
+        sum[block][h] += __shfl_xor_sync(0xffffffffu, sum[block][h], 2);
+        const float mean = sum[block][h] * (1.f / 128);
+        float d2 = 0;
+        CUTLASS_PRAGMA_UNROLL
+        for (int j = 0; j < 16; ++j) {
+          CUTLASS_PRAGMA_UNROLL
+          for (int c = 0; c < 2; ++c) {
+            const float d = Get(acc(4 * j + 2 * h + c, block, 0)) - mean;
+            d2 = fmaf(d, d, d2);
+          }
+        }
+        d2 += __shfl_xor_sync(0xffffffffu, d2, 1);
+        d2 += __shfl_xor_sync(0xffffffffu, d2, 2);
+        dev[block][h] = d2;
+      }
+    }
+    // 3. Exchange with the group's other CTAs (the other column tiles of these rows).
+    auto* counters = static_cast<uint32_t*>(params_.exchange) + 2 * m_blk;
+    float2* stats = reinterpret_cast<float2*>(static_cast<char*>(params_.exchange) +
+                                              lnepi::CounterBytes(m_total)) +
+                    int64_t(m_blk) * n_blocks * 128;
+    auto tile_row = [&](int block, int h) { return 64 * block + 16 * warp + lane / 4 + 8 * h; };
+    if (quad == 0) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int block = 0; block < kBlocks; ++block) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          __stcg(stats + n_blk * 128 + tile_row(block, h),
+                 make_float2(sum[block][h], dev[block][h]));
+        }
+      }
+    }
+    cutlass::arch::NamedBarrier::sync(128, kBarrierBase + group);
+    if (thread_idx == 0) {
+      __threadfence();
+      atomicAdd(&counters[0], 1u);
+      while (lnepi::LoadAcquire(&counters[0]) < static_cast<uint32_t>(n_blocks)) {
+      }
+      // Every CTA of the group counts in here only once past its wait: the last one resets both
+      // counters, which no CTA of this call reads again.
+      if (atomicAdd(&counters[1], 1u) == static_cast<uint32_t>(n_blocks) - 1) {
+        counters[0] = 0;
+        counters[1] = 0;
+      }
+    }
+    cutlass::arch::NamedBarrier::sync(128, kBarrierBase + group);
+    // The rows' mean and 1 / standard deviation from the n_blocks partial statistics.
+    const float inv_n = 1.f / static_cast<float>(n_total);
+    float mean[kBlocks][2], rstd[kBlocks][2];
+    CUTLASS_PRAGMA_UNROLL
+    for (int block = 0; block < kBlocks; ++block) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const float2* row_stats = stats + tile_row(block, h);
+        float total = 0;
+        for (int t = 0; t < n_blocks; ++t) total += __ldcg(row_stats + t * 128).x;
+        const float mu = total * inv_n;
+        float m2 = 0;
+        for (int t = 0; t < n_blocks; ++t) {
+          const float2 s = __ldcg(row_stats + t * 128);
+          const float d = s.x * (1.f / 128) - mu;
+          m2 += s.y + 128.f * d * d;
+        }
+        mean[block][h] = mu;
+        rstd[block][h] = rsqrtf(m2 * inv_n + params_.epsilon);
+      }
+    }
+
+    // 4. y = (v - mean) · rstd · gamma + beta in FP16 through the staging area, and its quantised
+    // copy from the same FP16 values, in row order.
+    CUTLASS_PRAGMA_UNROLL
+    for (int block = 0; block < kBlocks; ++block) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int u = 0; u < 8; ++u) {
+        const uint32_t maddr = stage + srow * kRowBytes + (((2 * u + (mi >> 1)) ^ mrow) << 4);
+        uint32_t r[4];
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < 4; ++i) {
+          const int h = i % 2, j = 2 * u + i / 2;
+          const int col = n0 + 8 * j + 2 * quad;
+          const float2 g = __ldg(reinterpret_cast<const float2*>(params_.gamma + col));
+          const float2 b = __ldg(reinterpret_cast<const float2*>(params_.beta + col));
+          const float s = rstd[block][h], mu = mean[block][h];
+          const float y0 = fmaf((Get(acc(4 * j + 2 * h, block, 0)) - mu) * s, g.x, b.x);
+          const float y1 = fmaf((Get(acc(4 * j + 2 * h + 1, block, 0)) - mu) * s, g.y, b.y);
+          r[i] = PackPair<__half>(y0, y1);
+        }
+        regepi::StMatrixX4(maddr, r[0], r[1], r[2], r[3]);
+      }
+      __syncwarp();
+      const int row0 = m0 + 64 * block + 16 * warp;
+      CUTLASS_PRAGMA_UNROLL
+      for (int t = 0; t < 8; ++t) {
+        const int row = 2 * t + lane / 16, chunk = lane % 16;
+        const uint4 w = regepi::LdShared128(stage + row * kRowBytes + ((chunk ^ (row % 8)) << 4));
+        const int grow = row0 + row, gcol = n0 + 8 * chunk;
+        if (grow < m_total) {
+          const int64_t at = int64_t(grow) * n_total + gcol;
+          *reinterpret_cast<uint4*>(params_.y + at) = w;
+          if (params_.q != nullptr) {
+            *reinterpret_cast<uint2*>(params_.q + at) =
+                lnepi::QuantizeEight(w, params_.q_inv_scale, params_.q_e4m3);
+          }
+        }
+      }
+      __syncwarp();  // the staging area is the next block's
+    }
+  }
+
+ private:
+  // An accumulator register as float: INT8's hold int32 sums, then (Put) the float sums' bits.
+  template <class T>
+  CUTLASS_DEVICE static float Get(T const& a) {
+    if constexpr (std::is_same_v<T, int32_t>) {
+      return __int_as_float(a);
+    } else {
+      return a;
+    }
+  }
+  template <class T>
+  CUTLASS_DEVICE static void Put(T& a, float v) {
+    if constexpr (std::is_same_v<T, int32_t>) {
+      a = __float_as_int(v);
+    } else {
+      a = v;
+    }
+  }
+
+  Params params_;
+};
+
+// The device adapter of a row-group kernel (OverlapPingPong<..., true>): the calls of CUTLASS's
+// GemmUniversalAdapter that KernelCalls makes, launching clusters of N / 128 CTAs along x, as many
+// as the device runs at once (cudaOccupancyMaxActiveClusters) and at most one per row tile.
+template <class Kernel>
+class RowGroupGemm {
+ public:
+  using Arguments = typename Kernel::Arguments;
+  using Params = typename Kernel::Params;
+
+  static cutlass::Status can_implement(Arguments const& args) {
+    return Kernel::can_implement(args) ? cutlass::Status::kSuccess
+                                       : cutlass::Status::kErrorInvalidProblem;
+  }
+  static size_t get_workspace_size(Arguments const& args) {
+    return Kernel::get_workspace_size(args);
+  }
+  cutlass::Status initialize(Arguments const& args, void* workspace, cudaStream_t stream) {
+    const cutlass::Status st = Kernel::initialize_workspace(args, workspace, stream);
+    if (st != cutlass::Status::kSuccess) return st;
+    params_ = Kernel::to_underlying_arguments(args, workspace);
+    return cutlass::Status::kSuccess;
+  }
+  cutlass::Status run(cudaStream_t stream, cutlass::CudaHostAdapter*, bool pdl) {
+    const int m_blocks =
+        (cute::get<0>(params_.problem_shape) + lnepi::kRowTile - 1) / lnepi::kRowTile;
+    const int n_blocks = cute::get<1>(params_.problem_shape) / lnepi::kRowTile;
+    const int clusters = MaxActiveClusters(n_blocks);
+    if (clusters <= 0) return cutlass::Status::kErrorInternal;
+    cudaLaunchConfig_t config = Config(std::min(clusters, m_blocks), n_blocks, stream);
+    cudaLaunchAttribute attrs[2];
+    attrs[0].id = cudaLaunchAttributeClusterDimension;
+    attrs[0].val.clusterDim.x = static_cast<unsigned>(n_blocks);
+    attrs[0].val.clusterDim.y = 1;
+    attrs[0].val.clusterDim.z = 1;
+    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[1].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attrs;
+    config.numAttrs = pdl ? 2 : 1;
+    return cudaLaunchKernelEx(&config, cutlass::device_kernel<Kernel>, params_) == cudaSuccess
+               ? cutlass::Status::kSuccess
+               : cutlass::Status::kErrorInternal;
+  }
+
+ private:
+  static cudaLaunchConfig_t Config(int clusters, int n_blocks, cudaStream_t stream) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(clusters * n_blocks), 1, 1);
+    config.blockDim = Kernel::get_block_shape();
+    config.dynamicSmemBytes = Kernel::SharedStorageSize;
+    config.stream = stream;
+    return config;
+  }
+  // Clusters of n_blocks CTAs the current device runs at once (0: none), asked once per device
+  // and cluster size.
+  static int MaxActiveClusters(int n_blocks) {
+    constexpr int kDevices = 16;
+    static std::atomic<int> known[kDevices][lnepi::kMaxClusterCtas + 1] = {};
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || n_blocks < 1 ||
+        n_blocks > lnepi::kMaxClusterCtas) {
+      return 0;
+    }
+    std::atomic<int>* slot = device < kDevices ? &known[device][n_blocks] : nullptr;
+    if (slot != nullptr && slot->load() > 0) return slot->load();
+    if (cudaFuncSetAttribute(cutlass::device_kernel<Kernel>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             Kernel::SharedStorageSize) != cudaSuccess) {
+      return 0;
+    }
+    cudaLaunchConfig_t config = Config(1, n_blocks, nullptr);
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = static_cast<unsigned>(n_blocks);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, cutlass::device_kernel<Kernel>, &config) !=
+        cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    if (slot != nullptr) slot->store(clusters);
+    return clusters;
+  }
+
+  Params params_{};
+};
+
+// A 128 x 128 ping-pong kernel with the LayerNorm epilogue, in row groups (KernelCalls, qgemm.cuh).
+template <class Element, class MainSchedule>
+struct LayerNormKernel {
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_128>;
+  using Op = LayerNormEpilogue<Element>;
+  using CollectiveEpilogue =
+      cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<Op>;
+  using Accumulator = typename Op::ElementAccumulator;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor, 16,
+      Element, cutlass::layout::ColumnMajor, 16, Accumulator, TileShape,
+      cute::Shape<cute::_1, cute::_1, cute::_1>,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename Op::SharedStorage))>,
+      MainSchedule>::CollectiveOp;
+  using GemmKernel =
+      OverlapPingPong<cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>,
+                                                           CollectiveMainloop, CollectiveEpilogue>,
+                      true>;
+  using Gemm = RowGroupGemm<GemmKernel>;
+
+  static typename Gemm::Arguments Arguments(const QGemmArgs& a, int sm_count) {
+    using namespace cute;
+    const int m = static_cast<int>(a.m), n = static_cast<int>(a.n), k = static_cast<int>(a.k);
+    auto sa = cutlass::make_cute_packed_stride(typename GemmKernel::StrideA{}, make_shape(m, k, 1));
+    auto sb = cutlass::make_cute_packed_stride(typename GemmKernel::StrideB{}, make_shape(n, k, 1));
+    typename Op::Arguments epi;
+    epi.scale = a.scale;
+    epi.bias = static_cast<const cutlass::half_t*>(a.bias);
+    epi.residual = static_cast<const cutlass::half_t*>(a.residual);
+    epi.y = static_cast<cutlass::half_t*>(a.y);
+    epi.gamma = a.ln.gamma;
+    epi.beta = a.ln.beta;
+    epi.epsilon = a.ln.epsilon;
+    epi.q = static_cast<uint8_t*>(a.ln.q.y);
+    epi.q_e4m3 = a.ln.q.type == QuantType::kFp8E4M3;
+    epi.q_inv_scale = a.ln.q.inv_scale;
+    epi.exchange = a.ln.exchange;
+    typename Gemm::Arguments args{
+        cutlass::gemm::GemmUniversalMode::kGemm,
+        {m, n, k, 1},
+        {static_cast<const Element*>(a.x), sa, static_cast<const Element*>(a.w), sb},
+        epi};
+    args.hw_info.sm_count = sm_count;
+    return args;
+  }
+};
+
+// The LayerNorm epilogue's TileOps (INT8 and FP8).
+inline TileOps LayerNormOps(QuantType t) {
+  return t == QuantType::kInt8
+             ? OpsOfKernel<LayerNormKernel<int8_t, Operand<int8_t>::PingPong>>()
+             : OpsOfKernel<LayerNormKernel<cutlass::float_e4m3_t,
+                                           Operand<cutlass::float_e4m3_t>::PingPong>>();
+}
+
+}  // namespace surge::engine::cuda::qgemm
