@@ -16,11 +16,13 @@
 // two passes do over a whole row. The last CTA to read a row tile's statistics sets its counters
 // back to zero, ready for the next call.
 //
-// Exchange area (QGemmArgs::exchange, QGemmExchangeBytes; zero before the first call): two
-// counters a row tile (arrivals, readers), then [row tiles][N / 128][128 rows] of float2
-// (sum, sum of squared deviations). The CTAs that wait on each other are those of one cluster,
-// which the hardware runs at the same time: the kernel cannot wait on a CTA not yet running,
-// whatever else shares the device. Clusters hold at most 8 CTAs: N up to 1024.
+// Counters (QGemmArgs::LayerNorm::counters, QGemmCounterBytes; zero before the first call): two a
+// row tile (arrivals, readers), at the same place whatever M and N, so that layers of other
+// shapes can share them. Exchange area (QGemmExchangeBytes): [row tiles][N / 128][128 rows] of
+// float2 (sum, sum of squared deviations), written before it is read in every call. The CTAs that
+// wait on each other are those of one cluster, which the hardware runs at the same time: the kernel
+// cannot wait on a CTA not yet running, whatever else shares the device. Clusters hold at most 8
+// CTAs: N up to 1024.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -40,12 +42,12 @@ namespace lnepi {
 constexpr int kRowTile = 128;
 constexpr int kMaxClusterCtas = 8;  // portable cluster size
 
-// Bytes of the exchange area for m rows and n columns.
+// Bytes of the counters for m rows, and of the exchange area for m rows and n columns.
 CUTLASS_HOST_DEVICE constexpr int64_t CounterBytes(int64_t m) {
-  return ((m + kRowTile - 1) / kRowTile * 2 * 4 + 255) / 256 * 256;
+  return (m + kRowTile - 1) / kRowTile * 2 * 4;
 }
 CUTLASS_HOST_DEVICE constexpr int64_t ExchangeBytes(int64_t m, int64_t n) {
-  return CounterBytes(m) + (m + kRowTile - 1) / kRowTile * (n / kRowTile) * kRowTile * 8;
+  return (m + kRowTile - 1) / kRowTile * (n / kRowTile) * kRowTile * 8;
 }
 
 __device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
@@ -87,7 +89,8 @@ struct LayerNormEpilogueArguments {
   uint8_t* q = nullptr;  // [m, n] quantised copy of y, or null
   bool q_e4m3 = false;   // e4m3 (else int8)
   float q_inv_scale = 1.f;
-  void* exchange = nullptr;  // lnepi::ExchangeBytes(m, n), zero before the first call
+  uint32_t* counters = nullptr;  // lnepi::CounterBytes(m), zero before the first call
+  void* exchange = nullptr;      // lnepi::ExchangeBytes(m, n)
 };
 
 template <class Element>
@@ -110,8 +113,8 @@ class LayerNormEpilogue
     const auto n = cute::get<1>(problem);
     return args.scale != nullptr && args.y != nullptr && args.residual != nullptr &&
            args.gamma != nullptr && args.beta != nullptr && args.exchange != nullptr &&
-           n % lnepi::kRowTile == 0 && n / lnepi::kRowTile <= lnepi::kMaxClusterCtas &&
-           args.epsilon >= 0.f;
+           args.counters != nullptr && n % lnepi::kRowTile == 0 &&
+           n / lnepi::kRowTile <= lnepi::kMaxClusterCtas && args.epsilon >= 0.f;
   }
 
   CUTLASS_HOST_DEVICE explicit LayerNormEpilogue(Params const& params) : params_(params) {}
@@ -206,10 +209,8 @@ class LayerNormEpilogue
       }
     }
     // 3. Exchange with the group's other CTAs (the other column tiles of these rows).
-    auto* counters = static_cast<uint32_t*>(params_.exchange) + 2 * m_blk;
-    float2* stats = reinterpret_cast<float2*>(static_cast<char*>(params_.exchange) +
-                                              lnepi::CounterBytes(m_total)) +
-                    int64_t(m_blk) * n_blocks * 128;
+    uint32_t* counters = params_.counters + 2 * m_blk;
+    float2* stats = static_cast<float2*>(params_.exchange) + int64_t(m_blk) * n_blocks * 128;
     auto tile_row = [&](int block, int h) { return 64 * block + 16 * warp + lane / 4 + 8 * h; };
     if (quad == 0) {
       CUTLASS_PRAGMA_UNROLL
@@ -447,6 +448,7 @@ struct LayerNormKernel {
     epi.q = static_cast<uint8_t*>(a.ln.q.y);
     epi.q_e4m3 = a.ln.q.type == QuantType::kFp8E4M3;
     epi.q_inv_scale = a.ln.q.inv_scale;
+    epi.counters = a.ln.counters;
     epi.exchange = a.ln.exchange;
     typename Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,

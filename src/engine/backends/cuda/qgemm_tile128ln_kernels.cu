@@ -6,6 +6,7 @@
 namespace surge::engine::cuda {
 
 int64_t QGemmExchangeBytes(int64_t m, int64_t n) { return qgemm::lnepi::ExchangeBytes(m, n); }
+int64_t QGemmCounterBytes(int64_t m) { return qgemm::lnepi::CounterBytes(m); }
 
 namespace qgemm {
 

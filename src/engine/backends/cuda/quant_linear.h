@@ -146,7 +146,7 @@ class QuantProbeBuffers {
   // Operands for `op` at `gemm_rows` (which must fit the allocation).
   QuantGemmOperands Operands(const QuantLinearOp& op, int64_t gemm_rows) const;
   // The LayerNorm epilogue's operands for `op` at `rows`, writing y to o.out and its quantised
-  // copy after it (zero gamma and beta, a zero exchange area).
+  // copy after it (zero gamma and beta, zero counters).
   QGemmArgs::LayerNorm LayerNormOperands(const QuantLinearOp& op, int64_t rows,
                                          const QuantGemmOperands& o) const;
   size_t workspace_bytes() const { return ws_bytes_; }
@@ -200,8 +200,10 @@ class QuantLinears {
   struct Scratch {
     size_t xq = 0, acc = 0;  // xq: one slot
     int slots = 1;
-    size_t exchange = 0;  // the LayerNorm epilogue's (QGemmExchangeBytes), after the rest
-    size_t total() const { return xq * static_cast<size_t>(slots) + acc + exchange; }
+    // The LayerNorm epilogue's counters (QGemmCounterBytes) and exchange area
+    // (QGemmExchangeBytes), after the rest.
+    size_t counters = 0, exchange = 0;
+    size_t total() const { return xq * static_cast<size_t>(slots) + acc + counters + exchange; }
   };
   Scratch ScratchBytes(int64_t max_token_rows, int64_t max_batch_rows) const;
   // The scratch one op needs at `rows` input rows.
@@ -268,13 +270,14 @@ class QuantLinearRunner {
                  void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
   // (op, rows, fp8_out as planned) -> plan; a refused fp8_out plan falls back to FP16 + Quantize.
-  // The LayerNorm epilogue's exchange area (after the slots and accumulators).
+  // The LayerNorm epilogue's counters (after the slots and accumulators) and exchange area.
+  uint32_t* Counters() const;
   void* Exchange() const;
 
   std::map<std::tuple<size_t, int64_t, bool>, std::unique_ptr<QuantGemm>> plans_;
   std::set<std::pair<size_t, int64_t>> fp8_refused_;  // (op, rows) cuBLASLt ran no e4m3 D for
   DeviceBuffer scratch_;
-  size_t xq_bytes_ = 0, acc_bytes_ = 0, exchange_bytes_ = 0;
+  size_t xq_bytes_ = 0, acc_bytes_ = 0, counter_bytes_ = 0, exchange_bytes_ = 0;
   int slots_ = 1;
 };
 
