@@ -32,22 +32,17 @@
 
 namespace surge::engine::cuda::qgemm {
 
-// The tiles of one CTA in a grid of groups of `n_blocks` CTAs (one per 128-column tile; the grid is
-// the largest multiple of n_blocks within the multiprocessor count, at most one group a row tile):
-// CTA c of group g takes column tile c of row tiles g, g + groups, g + 2 groups, ... The CUTLASS
-// static scheduler's interface, as OverlapPingPong uses it.
+// The tiles of one CTA in a grid of clusters of `n_blocks` CTAs along x (one per 128-column tile;
+// as many clusters as run at once, at most one a row tile: RowGroupGemm): CTA c of cluster g takes
+// column tile c of row tiles g, g + clusters, g + 2 clusters, ... The CUTLASS static scheduler's
+// interface, as OverlapPingPong uses it.
 class RowGroupScheduler {
-  // Launched as groups (clusters) of n_blocks CTAs along x.
  public:
   struct Work {
     int32_t M_idx = 0, N_idx = 0, L_idx = 0;
     bool valid = false;
     CUTLASS_DEVICE bool is_valid() const { return valid; }
   };
-  CUTLASS_HOST_DEVICE static int Groups(int m_blocks, int n_blocks, int sm_count) {
-    const int g = n_blocks > 0 ? sm_count / n_blocks : 0;
-    return g < m_blocks ? g : m_blocks;
-  }
   CUTLASS_DEVICE RowGroupScheduler(int m_blocks, int n_blocks)
       : m_blocks_(m_blocks),
         groups_(static_cast<int>(gridDim.x) / n_blocks),
