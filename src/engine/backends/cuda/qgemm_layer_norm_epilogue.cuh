@@ -330,9 +330,12 @@ class RowGroupGemm {
   using Arguments = typename Kernel::Arguments;
   using Params = typename Kernel::Params;
 
+  // Also false where the device runs no cluster of N / 128 such CTAs at once.
   static cutlass::Status can_implement(Arguments const& args) {
-    return Kernel::can_implement(args) ? cutlass::Status::kSuccess
-                                       : cutlass::Status::kErrorInvalidProblem;
+    const int n_blocks = cute::get<1>(args.problem_shape) / lnepi::kRowTile;
+    return Kernel::can_implement(args) && MaxActiveClusters(n_blocks) > 0
+               ? cutlass::Status::kSuccess
+               : cutlass::Status::kErrorInvalidProblem;
   }
   static size_t get_workspace_size(Arguments const& args) {
     return Kernel::get_workspace_size(args);
