@@ -56,6 +56,15 @@ __device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
   return v;
 }
 
+__device__ __forceinline__ void StShared64(uint32_t addr, float2 v) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(v.x), "f"(v.y) : "memory");
+}
+__device__ __forceinline__ float2 LdShared64(uint32_t addr) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
+  return v;
+}
+
 // Eight FP16 values (a 16-byte chunk) times `inv_scale`, as eight int8 or e4m3 bytes.
 __device__ __forceinline__ uint2 QuantizeEight(uint4 halves, float inv_scale, bool e4m3) {
   const uint32_t h[4] = {halves.x, halves.y, halves.z, halves.w};
@@ -236,27 +245,41 @@ class LayerNormEpilogue
       }
     }
     cutlass::arch::NamedBarrier::sync(128, kBarrierBase + group);
-    // The rows' mean and 1 / standard deviation from the n_blocks partial statistics.
-    const float inv_n = 1.f / static_cast<float>(n_total);
+    // The rows' mean and 1 / standard deviation from the n_blocks partial statistics, once a row:
+    // lane l of a warp takes the warp's row 16 (l / 16) + l % 16 (tile row 64 (l / 16) + 16 warp +
+    // l % 16) and leaves (mean, 1 / std) in the warp's staging area, free between the passes.
+    {
+      const float inv_n = 1.f / static_cast<float>(n_total);
+      const float2* row_stats = stats + 64 * (lane / 16) + 16 * warp + lane % 16;
+      float2 part[lnepi::kMaxClusterCtas];
+      CUTLASS_PRAGMA_UNROLL
+      for (int t = 0; t < lnepi::kMaxClusterCtas; ++t) {
+        part[t] = t < n_blocks ? __ldcg(row_stats + t * 128) : make_float2(0.f, 0.f);
+      }
+      float total = 0;
+      CUTLASS_PRAGMA_UNROLL
+      for (int t = 0; t < lnepi::kMaxClusterCtas; ++t) total += part[t].x;
+      const float mu = total * inv_n;
+      float m2 = 0;
+      CUTLASS_PRAGMA_UNROLL
+      for (int t = 0; t < lnepi::kMaxClusterCtas; ++t) {
+        const float d = part[t].x * (1.f / 128) - mu;
+        if (t < n_blocks) m2 += part[t].y + 128.f * d * d;
+      }
+      lnepi::StShared64(stage + 8 * lane, make_float2(mu, rsqrtf(m2 * inv_n + params_.epsilon)));
+    }
+    __syncwarp();
     float mean[kBlocks][2], rstd[kBlocks][2];
     CUTLASS_PRAGMA_UNROLL
     for (int block = 0; block < kBlocks; ++block) {
       CUTLASS_PRAGMA_UNROLL
       for (int h = 0; h < 2; ++h) {
-        const float2* row_stats = stats + tile_row(block, h);
-        float total = 0;
-        for (int t = 0; t < n_blocks; ++t) total += __ldcg(row_stats + t * 128).x;
-        const float mu = total * inv_n;
-        float m2 = 0;
-        for (int t = 0; t < n_blocks; ++t) {
-          const float2 s = __ldcg(row_stats + t * 128);
-          const float d = s.x * (1.f / 128) - mu;
-          m2 += s.y + 128.f * d * d;
-        }
-        mean[block][h] = mu;
-        rstd[block][h] = rsqrtf(m2 * inv_n + params_.epsilon);
+        const float2 mr = lnepi::LdShared64(stage + 8 * (16 * block + lane / 4 + 8 * h));
+        mean[block][h] = mr.x;
+        rstd[block][h] = mr.y;
       }
     }
+    __syncwarp();  // the staging area is the second pass's
 
     // 4. y = (v - mean) · rstd · gamma + beta in FP16 through the staging area, and its quantised
     // copy from the same FP16 values, in row order.
