@@ -56,6 +56,12 @@ __device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
   return v;
 }
 
+__device__ __forceinline__ uint32_t LoadRelaxed(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 __device__ __forceinline__ void StShared64(uint32_t addr, float2 v) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(v.x), "f"(v.y) : "memory");
 }
@@ -103,14 +109,18 @@ struct LayerNormEpilogueArguments {
 };
 
 template <class Element>
-class LayerNormEpilogue
-    : public RegisterEpilogueInterface<
-          LayerNormEpilogueArguments, cutlass::half_t,
-          std::conditional_t<std::is_same_v<Element, int8_t>, int32_t, float>, 8 * 16 * 256> {
+class LayerNormEpilogue : public RegisterEpilogueInterface<
+                              LayerNormEpilogueArguments, cutlass::half_t,
+                              std::conditional_t<std::is_same_v<Element, int8_t>, int32_t, float>,
+                              8 * (16 * 256 + 4 * 128 * 4)> {
  public:
   static constexpr int kRows = 16;       // a warp's rows per 64-row block
   static constexpr int kRowBytes = 256;  // 128 FP16 columns
   static constexpr int kWarpBytes = kRows * kRowBytes;
+  // After the 8 warps' staging areas, each warp's copy of its column tile's scale, bias, gamma and
+  // beta (float32, 128 each), read from shared memory instead of through L1 for every value.
+  static constexpr int kStagingBytes = 8 * kWarpBytes;
+  static constexpr int kColumnBytes = 4 * 128 * 4;
   // The two consumer warpgroups' named barriers: CUTLASS's first two user barriers (it adds the
   // count it keeps for itself, 8).
   static constexpr uint32_t kBarrierBase = 0;
@@ -129,6 +139,22 @@ class LayerNormEpilogue
   CUTLASS_HOST_DEVICE explicit LayerNormEpilogue(Params const& params) : params_(params) {}
 
   CUTLASS_DEVICE bool is_source_needed() { return true; }
+
+  // Called by the kernel before this warpgroup's K loop of the tile (OverlapPingPong): the first
+  // 64 rows of the tile's residual start on their way into each warp's staging area (cp.async), to
+  // land while the tile's products are summed.
+  template <class ProblemShapeMNKL, class BlockCoordMNKL>
+  CUTLASS_DEVICE void prefetch(ProblemShapeMNKL problem, BlockCoordMNKL blk_coord, int thread_idx,
+                               char* smem) {
+    cutlass::arch::wait_on_dependent_grids();  // the residual may be the grid before's output
+    const int warp = thread_idx / 32, lane = thread_idx % 32;
+    const int consumer_warp = (static_cast<int>(threadIdx.x) / 128 - 1) * 4 + warp;
+    StageRows(static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + consumer_warp * kWarpBytes,
+              static_cast<int>(cute::get<0>(blk_coord)) * 128 + 16 * warp,
+              static_cast<int>(cute::get<1>(blk_coord)) * 128,
+              static_cast<int>(cute::get<0>(problem)), static_cast<int>(cute::get<1>(problem)),
+              lane);
+  }
 
   template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine,
             class FrgLayout, class TiledMma, class ResidueMNK>
@@ -157,17 +183,26 @@ class LayerNormEpilogue
     const int mi = lane / 8, mrow = lane % 8;
     const int srow = 8 * (mi & 1) + mrow;  // this lane's stmatrix / ldmatrix row
 
-    // This thread's 32 columns: n0 + 8 j + 2 quad (+ 1). Their scale, bias, gamma and beta are
-    // read where used (L1 hits): the tile's 128 values a thread leave no registers to hold them.
-    cutlass::arch::wait_on_dependent_grids();  // the residual may be the grid before's output
+    // This thread's 32 columns: n0 + 8 j + 2 quad (+ 1). Their scale, bias, gamma and beta come
+    // from the warp's copy, made at its first tile (the CTA's column tile stays the same).
+    const uint32_t columns = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) +
+                             static_cast<uint32_t>(kStagingBytes + consumer_warp * kColumnBytes);
+    if (columns_of_ != n_blk) {
+      StageColumns(columns, n0, lane);
+      columns_of_ = n_blk;
+    }
+    auto column_pair = [&](int what, int j) {  // what: 0 scale, 1 bias, 2 gamma, 3 beta
+      return lnepi::LdShared64(columns + what * 512 + 4 * (8 * j + 2 * quad));
+    };
 
     // 1. v = acc · scale + bias + residual into the accumulators; the row sums (this thread's
     // rows: 64 block + 16 warp + lane / 4 + 8 half).
     float sum[kBlocks][2] = {}, dev[kBlocks][2] = {};
     CUTLASS_PRAGMA_UNROLL
     for (int block = 0; block < kBlocks; ++block) {
-      const int row0 = m0 + 64 * block + 16 * warp;
-      regepi::StageHalfRows(stage, params_.residual, row0, n0, m_total, n_total, lane);
+      if (block > 0) StageRows(stage, m0 + 64 * block + 16 * warp, n0, m_total, n_total, lane);
+      CpAsyncWait<0>();
+      __syncwarp();
       CUTLASS_PRAGMA_UNROLL
       for (int u = 0; u < 8; ++u) {
         const uint32_t maddr = stage + srow * kRowBytes + (((2 * u + (mi >> 1)) ^ mrow) << 4);
@@ -176,12 +211,8 @@ class LayerNormEpilogue
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < 4; ++i) {
           const int h = i % 2, j = 2 * u + i / 2;
-          const int col = n0 + 8 * j + 2 * quad;
-          const float2 scale = __ldg(reinterpret_cast<const float2*>(params_.scale + col));
-          const float2 b =
-              params_.bias != nullptr
-                  ? regepi::FloatPair(__ldg(reinterpret_cast<const unsigned*>(params_.bias + col)))
-                  : float2{0.f, 0.f};
+          const float2 scale = column_pair(0, j);
+          const float2 b = column_pair(1, j);
           const float2 res = regepi::FloatPair(r[i]);
           const float a0 = static_cast<float>(acc(4 * j + 2 * h, block, 0));
           const float a1 = static_cast<float>(acc(4 * j + 2 * h + 1, block, 0));
@@ -235,8 +266,10 @@ class LayerNormEpilogue
     if (thread_idx == 0) {
       __threadfence();
       atomicAdd(&counters[0], 1u);
-      while (lnepi::LoadAcquire(&counters[0]) < static_cast<uint32_t>(n_blocks)) {
+      // Polled relaxed, then acquired once: an acquire load empties the SM's L1 each time.
+      while (lnepi::LoadRelaxed(&counters[0]) < static_cast<uint32_t>(n_blocks)) {
       }
+      (void)lnepi::LoadAcquire(&counters[0]);
       // Every CTA of the group counts in here only once past its wait: the last one resets both
       // counters, which no CTA of this call reads again.
       if (atomicAdd(&counters[1], 1u) == static_cast<uint32_t>(n_blocks) - 1) {
@@ -292,9 +325,8 @@ class LayerNormEpilogue
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < 4; ++i) {
           const int h = i % 2, j = 2 * u + i / 2;
-          const int col = n0 + 8 * j + 2 * quad;
-          const float2 g = __ldg(reinterpret_cast<const float2*>(params_.gamma + col));
-          const float2 b = __ldg(reinterpret_cast<const float2*>(params_.beta + col));
+          const float2 g = column_pair(2, j);
+          const float2 b = column_pair(3, j);
           const float s = rstd[block][h], mu = mean[block][h];
           const float y0 = fmaf((Get(acc(4 * j + 2 * h, block, 0)) - mu) * s, g.x, b.x);
           const float y1 = fmaf((Get(acc(4 * j + 2 * h + 1, block, 0)) - mu) * s, g.y, b.y);
@@ -323,6 +355,42 @@ class LayerNormEpilogue
   }
 
  private:
+  // A warp's 16 rows (row0 + 0..15) of the residual's 128 columns from n0 into its staging area
+  // (cp.async, zeros past the last row), in the swizzled layout ldmatrix reads.
+  CUTLASS_DEVICE void StageRows(uint32_t stage, int row0, int n0, int m_total, int n_total,
+                                int lane) const {
+    CUTLASS_PRAGMA_UNROLL
+    for (int t = 0; t < 8; ++t) {
+      const int row = 2 * t + lane / 16, chunk = lane % 16;
+      const bool valid = row0 + row < m_total;
+      const cutlass::half_t* src =
+          params_.residual + (valid ? int64_t(row0 + row) * n_total + n0 + 8 * chunk : 0);
+      CpAsync16(stage + row * kRowBytes + ((chunk ^ (row % 8)) << 4), src, valid);
+    }
+    CpAsyncCommit();
+  }
+  // The column tile's scale, bias, gamma and beta (float32) into the warp's copy: lane l takes
+  // columns 4 l .. 4 l + 3.
+  CUTLASS_DEVICE void StageColumns(uint32_t columns, int n0, int lane) const {
+    // Scalar loads: the vectors need no alignment beyond their element's.
+    const int c = n0 + 4 * lane;
+    uint32_t all[4][4];
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      all[0][i] = __float_as_uint(params_.scale[c + i]);
+      all[1][i] =
+          __float_as_uint(params_.bias != nullptr ? static_cast<float>(params_.bias[c + i]) : 0.f);
+      all[2][i] = __float_as_uint(params_.gamma[c + i]);
+      all[3][i] = __float_as_uint(params_.beta[c + i]);
+    }
+    CUTLASS_PRAGMA_UNROLL
+    for (int what = 0; what < 4; ++what) {
+      regepi::StShared128(columns + what * 512 + 16 * lane,
+                          make_uint4(all[what][0], all[what][1], all[what][2], all[what][3]));
+    }
+    __syncwarp();
+  }
+
   // An accumulator register as float: INT8's hold int32 sums, then (Put) the float sums' bits.
   template <class T>
   CUTLASS_DEVICE static float Get(T const& a) {
@@ -342,6 +410,7 @@ class LayerNormEpilogue
   }
 
   Params params_;
+  int columns_of_ = -1;  // the column tile whose scale, bias, gamma and beta the warp's copy holds
 };
 
 // The device adapter of a row-group kernel (OverlapPingPong<..., true>): the calls of CUTLASS's

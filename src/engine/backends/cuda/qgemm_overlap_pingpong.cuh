@@ -188,6 +188,11 @@ class OverlapPingPong : public Base {
     while (work.is_valid()) {
       const auto coord = block_coord(work);
       Tensor accumulators = partition_fragment_C(tiled_mma, take<0, 2>(blk_shape));
+      // An epilogue that reads its source itself may start fetching it now (LayerNormEpilogue).
+      if constexpr (requires { epilogue.prefetch(problem, coord, group_thread, smem_buf); }) {
+        epilogue.prefetch(problem, coord, group_thread,
+                          reinterpret_cast<char*>(&shared.tensors.epilogue));
+      }
       mma_order.wait();  // the other warpgroup's K loop issued
       mainloop.mma(mainloop_pipeline, read_state, accumulators, k_tile_count, group_thread,
                    shared.tensors.mainloop, params.mainloop);
