@@ -70,6 +70,9 @@ int QGemmTileCount();
 const char* QGemmTileName(int tile);
 // Whether `tile` is the one with the LayerNorm epilogue (QGemmArgs::ln; it runs nothing else).
 bool QGemmTileRunsLayerNorm(int tile);
+// The clusters of n / 128 CTAs that tile runs at once on the current device for a `t` GEMM of n
+// columns (0: none; it takes no such layer).
+int QGemmLayerNormClusters(QuantType t, int64_t n);
 
 // False (nothing to run) off sm_90, for unsupported shapes, alignments or epilogues.
 bool QGemmCanImplement(const QGemmArgs& args);

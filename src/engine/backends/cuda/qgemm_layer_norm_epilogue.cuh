@@ -459,15 +459,6 @@ class RowGroupGemm {
                : cutlass::Status::kErrorInternal;
   }
 
- private:
-  static cudaLaunchConfig_t Config(int clusters, int n_blocks, cudaStream_t stream) {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(static_cast<unsigned>(clusters * n_blocks), 1, 1);
-    config.blockDim = Kernel::get_block_shape();
-    config.dynamicSmemBytes = Kernel::SharedStorageSize;
-    config.stream = stream;
-    return config;
-  }
   // Clusters of n_blocks CTAs the current device runs at once (0: none), asked once per device
   // and cluster size.
   static int MaxActiveClusters(int n_blocks) {
@@ -503,6 +494,15 @@ class RowGroupGemm {
     return clusters;
   }
 
+ private:
+  static cudaLaunchConfig_t Config(int clusters, int n_blocks, cudaStream_t stream) {
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(static_cast<unsigned>(clusters * n_blocks), 1, 1);
+    config.blockDim = Kernel::get_block_shape();
+    config.dynamicSmemBytes = Kernel::SharedStorageSize;
+    config.stream = stream;
+    return config;
+  }
   Params params_{};
 };
 

@@ -8,6 +8,17 @@ namespace surge::engine::cuda {
 int64_t QGemmExchangeBytes(int64_t m, int64_t n) { return qgemm::lnepi::ExchangeBytes(m, n); }
 int64_t QGemmCounterBytes(int64_t m) { return qgemm::lnepi::CounterBytes(m); }
 
+int QGemmLayerNormClusters(QuantType t, int64_t n) {
+  if (n % qgemm::lnepi::kRowTile != 0) return 0;
+  const int n_blocks = static_cast<int>(n / qgemm::lnepi::kRowTile);
+  return t == QuantType::kInt8
+             ? qgemm::LayerNormKernel<
+                   int8_t, qgemm::Operand<int8_t>::PingPong>::Gemm::MaxActiveClusters(n_blocks)
+             : qgemm::LayerNormKernel<cutlass::float_e4m3_t,
+                                      qgemm::Operand<cutlass::float_e4m3_t>::PingPong>::Gemm::
+                   MaxActiveClusters(n_blocks);
+}
+
 namespace qgemm {
 
 TileOps Tile128x128LayerNorm(QuantType t, Epilogue e) {

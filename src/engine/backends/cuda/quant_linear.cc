@@ -845,9 +845,10 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
             const bool faster = std::isfinite(fused_us) &&
                                 (fused_us < own->second.second + ln_us || LayerNormFusionForced());
             SURGE_LOG_DEBUG(
-                "quantised GEMM '{}' at {} rows with its LayerNorm: {:.1f} us fused, "
-                "{:.1f} + {:.1f} us apart",
-                op.node, rows, fused_us, own->second.second, ln_us);
+                "quantised GEMM '{}' at {} rows with its LayerNorm: {:.1f} us fused ({} clusters "
+                "of {} CTAs at once), {:.1f} + {:.1f} us apart",
+                op.node, rows, fused_us, QGemmLayerNormClusters(op.type, op.n), op.n / 128,
+                own->second.second, ln_us);
             ln = ln_done.emplace(ln_key, faster ? fused_us : -1.f).first;
           }
           if (ln->second >= 0) {
