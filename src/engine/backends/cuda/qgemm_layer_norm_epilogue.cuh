@@ -62,15 +62,6 @@ __device__ __forceinline__ uint32_t LoadRelaxed(const uint32_t* p) {
   return v;
 }
 
-__device__ __forceinline__ void StShared64(uint32_t addr, float2 v) {
-  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(v.x), "f"(v.y) : "memory");
-}
-__device__ __forceinline__ float2 LdShared64(uint32_t addr) {
-  float2 v;
-  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
-  return v;
-}
-
 // Eight FP16 values (a 16-byte chunk) times `inv_scale`, as eight int8 or e4m3 bytes.
 __device__ __forceinline__ uint2 QuantizeEight(uint4 halves, float inv_scale, bool e4m3) {
   const uint32_t h[4] = {halves.x, halves.y, halves.z, halves.w};
@@ -192,7 +183,7 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
       columns_of_ = n_blk;
     }
     auto column_pair = [&](int what, int j) {  // what: 0 scale, 1 bias, 2 gamma, 3 beta
-      return lnepi::LdShared64(columns + what * 512 + 4 * (8 * j + 2 * quad));
+      return regepi::LdShared64(columns + what * 512 + 4 * (8 * j + 2 * quad));
     };
 
     // 1. v = acc · scale + bias + residual into the accumulators; the row sums (this thread's
@@ -299,7 +290,7 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
         const float d = part[t].x * (1.f / 128) - mu;
         if (t < n_blocks) m2 += part[t].y + 128.f * d * d;
       }
-      lnepi::StShared64(stage + 8 * lane, make_float2(mu, rsqrtf(m2 * inv_n + params_.epsilon)));
+      regepi::StShared64(stage + 8 * lane, make_float2(mu, rsqrtf(m2 * inv_n + params_.epsilon)));
     }
     __syncwarp();
     float mean[kBlocks][2], rstd[kBlocks][2];
@@ -307,7 +298,7 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
     for (int block = 0; block < kBlocks; ++block) {
       CUTLASS_PRAGMA_UNROLL
       for (int h = 0; h < 2; ++h) {
-        const float2 mr = lnepi::LdShared64(stage + 8 * (16 * block + lane / 4 + 8 * h));
+        const float2 mr = regepi::LdShared64(stage + 8 * (16 * block + lane / 4 + 8 * h));
         mean[block][h] = mr.x;
         rstd[block][h] = mr.y;
       }
