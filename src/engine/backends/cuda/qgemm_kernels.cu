@@ -80,13 +80,11 @@ bool ArgumentsValid(const QGemmArgs& a) {
   for (const void* p :
        {a.x, a.w, static_cast<const void*>(a.scale), a.bias, a.residual,
         static_cast<const void*>(a.y), static_cast<const void*>(a.ln.gamma),
-        static_cast<const void*>(a.ln.beta), static_cast<const void*>(a.ln.q.y),
-        static_cast<const void*>(a.ln.exchange), static_cast<const void*>(a.ln.counters)}) {
+        static_cast<const void*>(a.ln.beta), static_cast<const void*>(a.ln.q.y)}) {
     if (p != nullptr && !Aligned(p)) return false;
   }
   if (a.ln.gamma != nullptr &&
-      (a.ln.beta == nullptr || a.ln.exchange == nullptr || a.ln.counters == nullptr ||
-       !(a.ln.epsilon >= 0.f) || a.ln.q.inv_scale <= 0.f)) {
+      (a.ln.beta == nullptr || !(a.ln.epsilon >= 0.f) || a.ln.q.inv_scale <= 0.f)) {
     return false;
   }
   return true;

@@ -48,23 +48,14 @@ struct QGemmArgs {
   // The LayerNorm after a residual Linear, in the epilogue (tile 5 only; gamma null: none):
   // y = LayerNorm(act(x w) + bias + residual) in FP16 instead of the sum, with the quantised copy
   // q of y for the next Linear when q.y is set. N a multiple of 128 up to 1024, activation none,
-  // q_out false. `counters`: QGemmCounterBytes(m) of device memory, zero before the first call
-  // and left so by every call; `exchange`: QGemmExchangeBytes(m, n) (the context's: calls on
-  // other streams need their own).
+  // q_out false; no workspace (the row statistics go between the CTAs of a cluster).
   struct LayerNorm {
     const float* gamma = nullptr;  // [n]
     const float* beta = nullptr;   // [n]
     float epsilon = 1e-5f;
     QuantizedCopy q;
-    uint32_t* counters = nullptr;
-    void* exchange = nullptr;
   } ln;
 };
-
-// Bytes of the counters and of the exchange area the LayerNorm epilogue needs at m rows and n
-// columns (counters for the largest m serve every smaller one).
-int64_t QGemmCounterBytes(int64_t m);
-int64_t QGemmExchangeBytes(int64_t m, int64_t n);
 
 int QGemmTileCount();
 const char* QGemmTileName(int tile);

@@ -8,21 +8,16 @@
 // so that neither the GEMM's FP16 sum nor a LayerNorm pass over it goes through memory. A row's
 // statistics span N / 128 column tiles: the kernel runs the overlapped ping-pong body
 // (qgemm_overlap_pingpong.cuh) with its row-group tile order, in which the N / 128 CTAs of a group
-// run the column tiles of the same row tile at the same time. Each consumer warpgroup works out
-// its tile's per-row sum and sum of squared deviations from the tile's own mean (float32, from the
-// accumulator registers), writes them to a global exchange area, counts itself in on the row
-// tile's counter and waits for the group's other CTAs; the row's mean and variance then combine
-// the N / 128 partial statistics exactly (Chan et al.'s pairwise update), as the LayerNorm kernel's
-// two passes do over a whole row. The last CTA to read a row tile's statistics sets its counters
-// back to zero, ready for the next call.
-//
-// Counters (QGemmArgs::LayerNorm::counters, QGemmCounterBytes; zero before the first call): two a
-// row tile (arrivals, readers), at the same place whatever M and N, so that layers of other
-// shapes can share them. Exchange area (QGemmExchangeBytes): [row tiles][N / 128][128 rows] of
-// float2 (sum, sum of squared deviations), written before it is read in every call. The CTAs that
-// wait on each other are those of one cluster, which the hardware runs at the same time: the kernel
-// cannot wait on a CTA not yet running, whatever else shares the device. Clusters hold at most 8
-// CTAs: N up to 1024.
+// run the column tiles of the same row tile at the same time, as one hardware cluster. Each
+// consumer warpgroup works out its tile's per-row sum and sum of squared deviations from the
+// tile's own mean (float32, from the accumulator registers) and stores them into every cluster
+// CTA's shared memory (st.async, counted on that CTA's barrier); once its own barrier has all of
+// them, the row's mean and variance combine the N / 128 partial statistics exactly (Chan et al.'s
+// pairwise update), as the LayerNorm kernel's two passes do over a whole row. Nothing goes
+// through global memory but the residual in and the outputs, and the kernel needs no workspace.
+// The CTAs that wait on each other are those of one cluster, which the hardware runs at the same
+// time: the kernel cannot wait on a CTA not yet running, whatever else shares the device.
+// Clusters hold at most 8 CTAs: N up to 1024.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -42,24 +37,41 @@ namespace lnepi {
 constexpr int kRowTile = 128;
 constexpr int kMaxClusterCtas = 8;  // portable cluster size
 
-// Bytes of the counters for m rows, and of the exchange area for m rows and n columns.
-CUTLASS_HOST_DEVICE constexpr int64_t CounterBytes(int64_t m) {
-  return (m + kRowTile - 1) / kRowTile * 2 * 4;
-}
-CUTLASS_HOST_DEVICE constexpr int64_t ExchangeBytes(int64_t m, int64_t n) {
-  return (m + kRowTile - 1) / kRowTile * (n / kRowTile) * kRowTile * 8;
+// Shared memory beside the staging areas (LayerNormEpilogue): the column tile's four vectors, and
+// a warpgroup's exchange buffer (a cluster's CTAs' statistics of 128 rows).
+constexpr int kColumnBytes = 4 * kRowTile * 4;
+constexpr int kExchangeBytes = kMaxClusterCtas * kRowTile * 8;
+constexpr int kSharedBytes = 8 * 16 * 256 + kColumnBytes + 4 * kExchangeBytes + 4 * 8;
+
+// A float pair into the shared memory of a CTA of the cluster (`to`, `to_barrier`: shared::cluster
+// addresses, cute::set_block_rank), counted as 8 bytes on that CTA's barrier.
+__device__ __forceinline__ void StoreRemotePair(uint32_t to, float2 v, uint32_t to_barrier) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];\n" ::"r"(
+          to),
+      "f"(v.x), "f"(v.y), "r"(to_barrier)
+      : "memory");
 }
 
-__device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
+// The barrier's one arrival of a phase, which then waits for `bytes` more.
+__device__ __forceinline__ void ArriveExpectBytes(uint32_t barrier, int bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier),
+               "r"(bytes)
+               : "memory");
 }
 
-__device__ __forceinline__ uint32_t LoadRelaxed(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
+// Waits for the barrier's phase of this parity to complete, acquiring at cluster scope what the
+// cluster's CTAs stored with it.
+__device__ __forceinline__ void WaitParity(uint32_t barrier, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(barrier),
+      "r"(parity)
+      : "memory");
 }
 
 // Eight FP16 values (a 16-byte chunk) times `inv_scale`, as eight int8 or e4m3 bytes.
@@ -95,26 +107,26 @@ struct LayerNormEpilogueArguments {
   uint8_t* q = nullptr;  // [m, n] quantised copy of y, or null
   bool q_e4m3 = false;   // e4m3 (else int8)
   float q_inv_scale = 1.f;
-  uint32_t* counters = nullptr;  // lnepi::CounterBytes(m), zero before the first call
-  void* exchange = nullptr;      // lnepi::ExchangeBytes(m, n)
 };
 
 template <class Element>
 class LayerNormEpilogue : public RegisterEpilogueInterface<
                               LayerNormEpilogueArguments, cutlass::half_t,
                               std::conditional_t<std::is_same_v<Element, int8_t>, int32_t, float>,
-                              8 * (16 * 256 + 4 * 128 * 4)> {
+                              lnepi::kSharedBytes> {
  public:
   static constexpr int kRows = 16;       // a warp's rows per 64-row block
   static constexpr int kRowBytes = 256;  // 128 FP16 columns
   static constexpr int kWarpBytes = kRows * kRowBytes;
-  // After the 8 warps' staging areas, each warp's copy of its column tile's scale, bias, gamma and
-  // beta (float32, 128 each), read from shared memory instead of through L1 for every value.
-  static constexpr int kStagingBytes = 8 * kWarpBytes;
-  static constexpr int kColumnBytes = 4 * 128 * 4;
-  // The two consumer warpgroups' named barriers: CUTLASS's first two user barriers (it adds the
-  // count it keeps for itself, 8).
-  static constexpr uint32_t kBarrierBase = 0;
+  // Shared memory (lnepi::kSharedBytes): the 8 consumer warps' staging areas; the CTA's column
+  // tile's scale, bias, gamma and beta (float32, 128 each); each consumer warpgroup's two exchange
+  // buffers ([cluster CTA][128 rows] of float2: sum, sum of squared deviations) and their
+  // barriers.
+  static constexpr int kColumnsOffset = 8 * kWarpBytes;
+  static constexpr int kExchangeOffset = kColumnsOffset + lnepi::kColumnBytes;
+  static constexpr int kExchangeBytes = lnepi::kExchangeBytes;
+  static constexpr int kBarrierOffset = kExchangeOffset + 4 * kExchangeBytes;
+  static_assert(kBarrierOffset + 4 * 8 == lnepi::kSharedBytes);
   using typename LayerNormEpilogue::RegisterEpilogueInterface::Arguments;
   using typename LayerNormEpilogue::RegisterEpilogueInterface::Params;
 
@@ -122,14 +134,38 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
   static bool can_implement(ProblemShape const& problem, Arguments const& args) {
     const auto n = cute::get<1>(problem);
     return args.scale != nullptr && args.y != nullptr && args.residual != nullptr &&
-           args.gamma != nullptr && args.beta != nullptr && args.exchange != nullptr &&
-           args.counters != nullptr && n % lnepi::kRowTile == 0 &&
+           args.gamma != nullptr && args.beta != nullptr && n % lnepi::kRowTile == 0 &&
            n / lnepi::kRowTile <= lnepi::kMaxClusterCtas && args.epsilon >= 0.f;
   }
 
   CUTLASS_HOST_DEVICE explicit LayerNormEpilogue(Params const& params) : params_(params) {}
 
   CUTLASS_DEVICE bool is_source_needed() { return true; }
+
+  // Called by every thread of the CTA before the kernel's first cluster barrier (OverlapPingPong):
+  // the CTA's column tile's scale, bias, gamma and beta into shared memory (the tile stays the
+  // same: CTA c of a cluster takes column tile c), and the exchange barriers made.
+  template <class ProblemShape>
+  CUTLASS_DEVICE void init_shared(ProblemShape const& problem, int thread_idx, char* smem) const {
+    const int n_blocks = static_cast<int>(cute::get<1>(problem)) / lnepi::kRowTile;
+    if (thread_idx < 128) {
+      const int c = static_cast<int>(blockIdx.x) % n_blocks * lnepi::kRowTile + thread_idx;
+      const float v[4] = {
+          params_.scale[c], params_.bias != nullptr ? static_cast<float>(params_.bias[c]) : 0.f,
+          params_.gamma[c], params_.beta[c]};
+      float* columns = reinterpret_cast<float*>(smem + kColumnsOffset);
+      CUTLASS_PRAGMA_UNROLL
+      for (int what = 0; what < 4; ++what) columns[what * 128 + thread_idx] = v[what];
+    }
+    if (thread_idx == 0) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < 4; ++i) {
+        cutlass::arch::ClusterBarrier::init(
+            reinterpret_cast<uint64_t*>(smem + kBarrierOffset + 8 * i), 1);
+      }
+      cutlass::arch::fence_barrier_init();
+    }
+  }
 
   // Called by the kernel before this warpgroup's K loop of the tile (OverlapPingPong): the first
   // 64 rows of the tile's residual start on their way into each warp's staging area (cp.async), to
@@ -169,19 +205,15 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
     const int quad = lane % 4;
     const int group = static_cast<int>(threadIdx.x) / 128 - 1;  // consumer warpgroup 0 or 1
     const int consumer_warp = group * 4 + warp;
-    const uint32_t stage = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) +
-                           static_cast<uint32_t>(consumer_warp * kWarpBytes);
+    const uint32_t stage =
+        static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + consumer_warp * kWarpBytes;
     const int mi = lane / 8, mrow = lane % 8;
     const int srow = 8 * (mi & 1) + mrow;  // this lane's stmatrix / ldmatrix row
 
-    // This thread's 32 columns: n0 + 8 j + 2 quad (+ 1). Their scale, bias, gamma and beta come
-    // from the warp's copy, made at its first tile (the CTA's column tile stays the same).
-    const uint32_t columns = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) +
-                             static_cast<uint32_t>(kStagingBytes + consumer_warp * kColumnBytes);
-    if (columns_of_ != n_blk) {
-      StageColumns(columns, n0, lane);
-      columns_of_ = n_blk;
-    }
+    // This thread's 32 columns: n0 + 8 j + 2 quad (+ 1), their scale, bias, gamma and beta from
+    // the CTA's copy (init_shared).
+    const uint32_t shared = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+    const uint32_t columns = shared + static_cast<uint32_t>(kColumnsOffset);
     auto column_pair = [&](int what, int j) {  // what: 0 scale, 1 bias, 2 gamma, 3 beta
       return regepi::LdShared64(columns + what * 512 + 4 * (8 * j + 2 * quad));
     };
@@ -239,46 +271,47 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
         dev[block][h] = d2;
       }
     }
-    // 3. Exchange with the group's other CTAs (the other column tiles of these rows).
-    uint32_t* counters = params_.counters + 2 * m_blk;
-    float2* stats = static_cast<float2*>(params_.exchange) + int64_t(m_blk) * n_blocks * 128;
+    // 3. Exchange with the cluster's other CTAs (the other column tiles of these rows): each
+    // stores its rows' partial statistics into the warpgroup's exchange buffer of every CTA of the
+    // cluster, its own included (st.async, which counts the bytes on that CTA's barrier), and
+    // waits on its own barrier for all of them. Buffers and barriers alternate between the
+    // warpgroup's tiles: a CTA stores its statistics of the warpgroup's next tile but one only
+    // once every CTA has stored those of the next, after reading these.
+    const int buffer = 2 * group + (tiles_ & 1);
+    const uint32_t parity = static_cast<uint32_t>(tiles_ >> 1) & 1u;
+    ++tiles_;
+    const uint32_t exchange = shared + static_cast<uint32_t>(kExchangeOffset + buffer * kExchangeBytes);
+    const uint32_t barrier = shared + static_cast<uint32_t>(kBarrierOffset + 8 * buffer);
     auto tile_row = [&](int block, int h) { return 64 * block + 16 * warp + lane / 4 + 8 * h; };
+    if (thread_idx == 0) lnepi::ArriveExpectBytes(barrier, n_blocks * 128 * 8);
     if (quad == 0) {
       CUTLASS_PRAGMA_UNROLL
-      for (int block = 0; block < kBlocks; ++block) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          __stcg(stats + n_blk * 128 + tile_row(block, h),
-                 make_float2(sum[block][h], dev[block][h]));
+      for (int cta = 0; cta < lnepi::kMaxClusterCtas; ++cta) {
+        if (cta < n_blocks) {
+          const uint32_t to = cute::set_block_rank(exchange, static_cast<uint32_t>(cta));
+          const uint32_t to_barrier = cute::set_block_rank(barrier, static_cast<uint32_t>(cta));
+          CUTLASS_PRAGMA_UNROLL
+          for (int block = 0; block < kBlocks; ++block) {
+            CUTLASS_PRAGMA_UNROLL
+            for (int h = 0; h < 2; ++h) {
+              lnepi::StoreRemotePair(to + 8 * (n_blk * 128 + tile_row(block, h)),
+                                     make_float2(sum[block][h], dev[block][h]), to_barrier);
+            }
+          }
         }
       }
     }
-    cutlass::arch::NamedBarrier::sync(128, kBarrierBase + group);
-    if (thread_idx == 0) {
-      __threadfence();
-      atomicAdd(&counters[0], 1u);
-      // Polled relaxed, then acquired once: an acquire load empties the SM's L1 each time.
-      while (lnepi::LoadRelaxed(&counters[0]) < static_cast<uint32_t>(n_blocks)) {
-      }
-      (void)lnepi::LoadAcquire(&counters[0]);
-      // Every CTA of the group counts in here only once past its wait: the last one resets both
-      // counters, which no CTA of this call reads again.
-      if (atomicAdd(&counters[1], 1u) == static_cast<uint32_t>(n_blocks) - 1) {
-        counters[0] = 0;
-        counters[1] = 0;
-      }
-    }
-    cutlass::arch::NamedBarrier::sync(128, kBarrierBase + group);
+    lnepi::WaitParity(barrier, parity);
     // The rows' mean and 1 / standard deviation from the n_blocks partial statistics, once a row:
     // lane l of a warp takes the warp's row 16 (l / 16) + l % 16 (tile row 64 (l / 16) + 16 warp +
     // l % 16) and leaves (mean, 1 / std) in the warp's staging area, free between the passes.
     {
       const float inv_n = 1.f / static_cast<float>(n_total);
-      const float2* row_stats = stats + 64 * (lane / 16) + 16 * warp + lane % 16;
+      const uint32_t row_stats = exchange + 8 * (64 * (lane / 16) + 16 * warp + lane % 16);
       float2 part[lnepi::kMaxClusterCtas];
       CUTLASS_PRAGMA_UNROLL
       for (int t = 0; t < lnepi::kMaxClusterCtas; ++t) {
-        part[t] = t < n_blocks ? __ldcg(row_stats + t * 128) : make_float2(0.f, 0.f);
+        part[t] = t < n_blocks ? regepi::LdShared64(row_stats + 8 * 128 * t) : make_float2(0.f, 0.f);
       }
       float total = 0;
       CUTLASS_PRAGMA_UNROLL
@@ -360,28 +393,6 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
     }
     CpAsyncCommit();
   }
-  // The column tile's scale, bias, gamma and beta (float32) into the warp's copy: lane l takes
-  // columns 4 l .. 4 l + 3.
-  CUTLASS_DEVICE void StageColumns(uint32_t columns, int n0, int lane) const {
-    // Scalar loads: the vectors need no alignment beyond their element's.
-    const int c = n0 + 4 * lane;
-    uint32_t all[4][4];
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < 4; ++i) {
-      all[0][i] = __float_as_uint(params_.scale[c + i]);
-      all[1][i] =
-          __float_as_uint(params_.bias != nullptr ? static_cast<float>(params_.bias[c + i]) : 0.f);
-      all[2][i] = __float_as_uint(params_.gamma[c + i]);
-      all[3][i] = __float_as_uint(params_.beta[c + i]);
-    }
-    CUTLASS_PRAGMA_UNROLL
-    for (int what = 0; what < 4; ++what) {
-      regepi::StShared128(columns + what * 512 + 16 * lane,
-                          make_uint4(all[what][0], all[what][1], all[what][2], all[what][3]));
-    }
-    __syncwarp();
-  }
-
   // An accumulator register as float: INT8's hold int32 sums, then (Put) the float sums' bits.
   template <class T>
   CUTLASS_DEVICE static float Get(T const& a) {
@@ -401,7 +412,7 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
   }
 
   Params params_;
-  int columns_of_ = -1;  // the column tile whose scale, bias, gamma and beta the warp's copy holds
+  int tiles_ = 0;  // the warpgroup's tiles so far: which exchange buffer and barrier phase
 };
 
 // The device adapter of a row-group kernel (OverlapPingPong<..., true>): the calls of CUTLASS's
@@ -534,8 +545,6 @@ struct LayerNormKernel {
     epi.q = static_cast<uint8_t*>(a.ln.q.y);
     epi.q_e4m3 = a.ln.q.type == QuantType::kFp8E4M3;
     epi.q_inv_scale = a.ln.q.inv_scale;
-    epi.counters = a.ln.counters;
-    epi.exchange = a.ln.exchange;
     typename Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
         {m, n, k, 1},

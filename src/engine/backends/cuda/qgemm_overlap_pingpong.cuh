@@ -125,8 +125,23 @@ class OverlapPingPong : public Base {
         *reinterpret_cast<typename MmaOrder::SharedStorage*>(&shared.pipelines.math_wg_order),
         order_params);
 
-    // The barriers' initialisation visible to every thread (and every CTA of the cluster).
-    if constexpr (kRowGroups || size(ClusterShape{}) > 1) {
+    CollectiveEpilogue epilogue(params.epilogue, shared.tensors.epilogue);
+    // An epilogue with shared state of its own sets it up here (LayerNormEpilogue).
+    constexpr bool kEpilogueInit = requires {
+      epilogue.init_shared(params.problem_shape, thread_idx, smem_buf);
+    };
+    if constexpr (kEpilogueInit) {
+      epilogue.init_shared(params.problem_shape, thread_idx,
+                           reinterpret_cast<char*>(&shared.tensors.epilogue));
+    }
+
+    // The barriers' initialisation visible to every thread (and every CTA of the cluster), and
+    // what the epilogue stored (a releasing arrival).
+    if constexpr (kEpilogueInit) {
+      static_assert(kRowGroups, "an epilogue's shared state is set up in row-group kernels only");
+      cute::cluster_arrive();
+      cute::cluster_wait();
+    } else if constexpr (kRowGroups || size(ClusterShape{}) > 1) {
       cute::cluster_arrive_relaxed();
       cute::cluster_wait();
     } else {
@@ -137,7 +152,6 @@ class OverlapPingPong : public Base {
     TiledMma tiled_mma;
     auto blk_shape = TileShape{};
     CollectiveMainloop mainloop;
-    CollectiveEpilogue epilogue(params.epilogue, shared.tensors.epilogue);
     auto load_inputs = mainloop.load_init(problem, params.mainloop);
     Tensor gA_mkl = get<0>(load_inputs);
     Tensor gB_nkl = get<1>(load_inputs);

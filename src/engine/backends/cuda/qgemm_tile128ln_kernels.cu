@@ -5,9 +5,6 @@
 
 namespace surge::engine::cuda {
 
-int64_t QGemmExchangeBytes(int64_t m, int64_t n) { return qgemm::lnepi::ExchangeBytes(m, n); }
-int64_t QGemmCounterBytes(int64_t m) { return qgemm::lnepi::CounterBytes(m); }
-
 int QGemmLayerNormClusters(QuantType t, int64_t n) {
   if (n % qgemm::lnepi::kRowTile != 0) return 0;
   const int n_blocks = static_cast<int>(n / qgemm::lnepi::kRowTile);

@@ -100,9 +100,7 @@ Status QuantProbeBuffers::Allocate(int64_t rows, int64_t n, int64_t k, size_t ws
                           static_cast<size_t>(n) * 2,
                           static_cast<size_t>(kFp8ColumnScalesAt + n) * 4,
                           ws,
-                          AlignUp(static_cast<size_t>(2 * n) * 4) +
-                              AlignUp(static_cast<size_t>(QGemmCounterBytes(rows_))) +
-                              static_cast<size_t>(QGemmExchangeBytes(rows_, n))};
+                          static_cast<size_t>(2 * n) * 4};
   size_t total = 0;
   for (size_t b : sizes) total += AlignUp(std::max<size_t>(b, 1));
   void* p = nullptr;
@@ -160,9 +158,6 @@ QGemmArgs::LayerNorm QuantProbeBuffers::LayerNormOperands(const QuantLinearOp& o
   QGemmArgs::LayerNorm ln;
   ln.gamma = reinterpret_cast<const float*>(ln_);
   ln.beta = reinterpret_cast<const float*>(ln_) + n_;
-  char* counters = ln_ + AlignUp(static_cast<size_t>(2 * n_) * 4);
-  ln.counters = reinterpret_cast<uint32_t*>(counters);
-  ln.exchange = counters + AlignUp(static_cast<size_t>(QGemmCounterBytes(rows_)));
   ln.q = QuantizedCopy{op.type, static_cast<char*>(o.out) + rows * op.n * 2, 1.f};
   return ln;
 }
@@ -885,10 +880,6 @@ QuantLinears::Scratch QuantLinears::ScratchFor(const QuantLinearOp& op, int64_t 
   if (QuantGemmModeAccumulates(op.mode)) {
     s.acc = AlignUp(static_cast<size_t>(gemm_rows * op.n) * 4);
   }
-  if (op.ln_op != 0) {
-    s.counters = AlignUp(static_cast<size_t>(QGemmCounterBytes(rows)));
-    s.exchange = AlignUp(static_cast<size_t>(QGemmExchangeBytes(rows, op.n)));
-  }
   return s;
 }
 
@@ -900,8 +891,6 @@ QuantLinears::Scratch QuantLinears::ScratchBytes(int64_t max_token_rows,
     s.xq = std::max(s.xq, one.xq);
     s.acc = std::max(s.acc, one.acc);
     s.slots = std::max(s.slots, one.slots);
-    s.counters = std::max(s.counters, one.counters);
-    s.exchange = std::max(s.exchange, one.exchange);
   }
   return s;
 }
@@ -938,22 +927,7 @@ Status QuantLinearRunner::Init(const QuantLinears::Scratch& s) {
   xq_bytes_ = s.xq;
   acc_bytes_ = s.acc;
   slots_ = s.slots;
-  counter_bytes_ = s.counters;
-  exchange_bytes_ = s.exchange;
-  // The LayerNorm epilogue's counters start at zero and each call leaves them so.
-  if (counter_bytes_ != 0) {
-    SURGE_CUDA_RETURN_IF_ERROR(cudaMemset(Counters(), 0, counter_bytes_));
-  }
   return Status::Ok();
-}
-
-uint32_t* QuantLinearRunner::Counters() const {
-  return reinterpret_cast<uint32_t*>(static_cast<char*>(scratch_.get()) +
-                                     static_cast<size_t>(slots_) * xq_bytes_ + acc_bytes_);
-}
-
-void* QuantLinearRunner::Exchange() const {
-  return reinterpret_cast<char*>(Counters()) + counter_bytes_;
 }
 
 Status QuantLinearRunner::GemmLayerNorm(const QuantLinearOp& op, int64_t rows, const void* bias,
@@ -962,16 +936,12 @@ Status QuantLinearRunner::GemmLayerNorm(const QuantLinearOp& op, int64_t rows, c
                                         cudaStream_t stream, bool* ran) {
   *ran = false;
   if (rows == 0 || op.ln_op == 0 || !op.ln_fused.count(RowBucket(rows))) return Status::Ok();
-  if (op.in_slot >= slots_ || static_cast<size_t>(rows * op.k) > xq_bytes_ ||
-      static_cast<size_t>(QGemmCounterBytes(rows)) > counter_bytes_ ||
-      static_cast<size_t>(QGemmExchangeBytes(rows, op.n)) > exchange_bytes_) {
+  if (op.in_slot >= slots_ || static_cast<size_t>(rows * op.k) > xq_bytes_) {
     return InternalError("quantised layer '{}': {} rows exceed the context's scratch", op.node,
                          rows);
   }
   QGemmArgs a = OwnGemmArgs(op, rows, op.w_dev, op.scales_dev, Slot(op.in_slot), bias, residual, y);
   a.ln = ln;
-  a.ln.counters = Counters();
-  a.ln.exchange = Exchange();
   while (a.tile < QGemmTileCount() && !QGemmTileRunsLayerNorm(a.tile)) ++a.tile;
   if (!QGemmCanImplement(a) || QGemmWorkspaceSize(a) > ws_bytes) return Status::Ok();
   SURGE_CUDA_RETURN_IF_ERROR(QGemmRun(a, ws, stream));

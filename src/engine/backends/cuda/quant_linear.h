@@ -146,7 +146,7 @@ class QuantProbeBuffers {
   // Operands for `op` at `gemm_rows` (which must fit the allocation).
   QuantGemmOperands Operands(const QuantLinearOp& op, int64_t gemm_rows) const;
   // The LayerNorm epilogue's operands for `op` at `rows`, writing y to o.out and its quantised
-  // copy after it (zero gamma and beta, zero counters).
+  // copy after it (zero gamma and beta).
   QGemmArgs::LayerNorm LayerNormOperands(const QuantLinearOp& op, int64_t rows,
                                          const QuantGemmOperands& o) const;
   size_t workspace_bytes() const { return ws_bytes_; }
@@ -200,10 +200,7 @@ class QuantLinears {
   struct Scratch {
     size_t xq = 0, acc = 0;  // xq: one slot
     int slots = 1;
-    // The LayerNorm epilogue's counters (QGemmCounterBytes) and exchange area
-    // (QGemmExchangeBytes), after the rest.
-    size_t counters = 0, exchange = 0;
-    size_t total() const { return xq * static_cast<size_t>(slots) + acc + counters + exchange; }
+    size_t total() const { return xq * static_cast<size_t>(slots) + acc; }
   };
   Scratch ScratchBytes(int64_t max_token_rows, int64_t max_batch_rows) const;
   // The scratch one op needs at `rows` input rows.
@@ -251,7 +248,7 @@ class QuantLinearRunner {
   // The GEMM of `op` with the LayerNorm op.ln_op in its epilogue, at `rows`, when its bucket is
   // in op.ln_fused and the own GEMM takes these operands; `*ran` false (nothing enqueued)
   // otherwise, and the caller runs the GEMM and the LayerNorm apart. `ln`: the LayerNorm's
-  // gamma, beta, epsilon and quantised copy (exchange left to the runner); `y` its output.
+  // gamma, beta, epsilon and quantised copy; `y` its output.
   Status GemmLayerNorm(const QuantLinearOp& op, int64_t rows, const void* bias,
                        const void* residual, void* y, const QGemmArgs::LayerNorm& ln, void* ws,
                        size_t ws_bytes, cudaStream_t stream, bool* ran);
@@ -270,14 +267,11 @@ class QuantLinearRunner {
                  void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
   // (op, rows, fp8_out as planned) -> plan; a refused fp8_out plan falls back to FP16 + Quantize.
-  // The LayerNorm epilogue's counters (after the slots and accumulators) and exchange area.
-  uint32_t* Counters() const;
-  void* Exchange() const;
 
   std::map<std::tuple<size_t, int64_t, bool>, std::unique_ptr<QuantGemm>> plans_;
   std::set<std::pair<size_t, int64_t>> fp8_refused_;  // (op, rows) cuBLASLt ran no e4m3 D for
   DeviceBuffer scratch_;
-  size_t xq_bytes_ = 0, acc_bytes_ = 0, counter_bytes_ = 0, exchange_bytes_ = 0;
+  size_t xq_bytes_ = 0, acc_bytes_ = 0;
   int slots_ = 1;
 };
 
