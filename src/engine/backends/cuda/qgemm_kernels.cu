@@ -77,10 +77,9 @@ bool ArgumentsValid(const QGemmArgs& a) {
   if (a.m > INT32_MAX || a.n > INT32_MAX || a.k > INT32_MAX) return false;
   if (a.x == nullptr || a.w == nullptr || a.y == nullptr) return false;
   if (a.scale == nullptr && !a.half) return false;
-  for (const void* p :
-       {a.x, a.w, static_cast<const void*>(a.scale), a.bias, a.residual,
-        static_cast<const void*>(a.y), static_cast<const void*>(a.ln.gamma),
-        static_cast<const void*>(a.ln.beta), static_cast<const void*>(a.ln.q.y)}) {
+  for (const void* p : {a.x, a.w, static_cast<const void*>(a.scale), a.bias, a.residual,
+                        static_cast<const void*>(a.y), static_cast<const void*>(a.ln.gamma),
+                        static_cast<const void*>(a.ln.beta), static_cast<const void*>(a.ln.q.y)}) {
     if (p != nullptr && !Aligned(p)) return false;
   }
   if (a.ln.gamma != nullptr &&

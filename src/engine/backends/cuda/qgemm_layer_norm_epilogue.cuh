@@ -47,16 +47,16 @@ constexpr int kSharedBytes = 8 * 16 * 256 + kColumnBytes + 4 * kExchangeBytes + 
 // addresses, cute::set_block_rank), counted as 8 bytes on that CTA's barrier.
 __device__ __forceinline__ void StoreRemotePair(uint32_t to, float2 v, uint32_t to_barrier) {
   asm volatile(
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];\n" ::"r"(
-          to),
-      "f"(v.x), "f"(v.y), "r"(to_barrier)
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32"
+      " [%0], {%1, %2}, [%3];\n"
+      :
+      : "r"(to), "f"(v.x), "f"(v.y), "r"(to_barrier)
       : "memory");
 }
 
 // The barrier's one arrival of a phase, which then waits for `bytes` more.
 __device__ __forceinline__ void ArriveExpectBytes(uint32_t barrier, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier),
-               "r"(bytes)
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier), "r"(bytes)
                : "memory");
 }
 
@@ -150,9 +150,9 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
     const int n_blocks = static_cast<int>(cute::get<1>(problem)) / lnepi::kRowTile;
     if (thread_idx < 128) {
       const int c = static_cast<int>(blockIdx.x) % n_blocks * lnepi::kRowTile + thread_idx;
-      const float v[4] = {
-          params_.scale[c], params_.bias != nullptr ? static_cast<float>(params_.bias[c]) : 0.f,
-          params_.gamma[c], params_.beta[c]};
+      const float v[4] = {params_.scale[c],
+                          params_.bias != nullptr ? static_cast<float>(params_.bias[c]) : 0.f,
+                          params_.gamma[c], params_.beta[c]};
       float* columns = reinterpret_cast<float*>(smem + kColumnsOffset);
       CUTLASS_PRAGMA_UNROLL
       for (int what = 0; what < 4; ++what) columns[what * 128 + thread_idx] = v[what];
@@ -280,7 +280,8 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
     const int buffer = 2 * group + (tiles_ & 1);
     const uint32_t parity = static_cast<uint32_t>(tiles_ >> 1) & 1u;
     ++tiles_;
-    const uint32_t exchange = shared + static_cast<uint32_t>(kExchangeOffset + buffer * kExchangeBytes);
+    const uint32_t exchange =
+        shared + static_cast<uint32_t>(kExchangeOffset + buffer * kExchangeBytes);
     const uint32_t barrier = shared + static_cast<uint32_t>(kBarrierOffset + 8 * buffer);
     auto tile_row = [&](int block, int h) { return 64 * block + 16 * warp + lane / 4 + 8 * h; };
     if (thread_idx == 0) lnepi::ArriveExpectBytes(barrier, n_blocks * 128 * 8);
@@ -311,7 +312,8 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
       float2 part[lnepi::kMaxClusterCtas];
       CUTLASS_PRAGMA_UNROLL
       for (int t = 0; t < lnepi::kMaxClusterCtas; ++t) {
-        part[t] = t < n_blocks ? regepi::LdShared64(row_stats + 8 * 128 * t) : make_float2(0.f, 0.f);
+        part[t] =
+            t < n_blocks ? regepi::LdShared64(row_stats + 8 * 128 * t) : make_float2(0.f, 0.f);
       }
       float total = 0;
       CUTLASS_PRAGMA_UNROLL
