@@ -54,12 +54,6 @@ __device__ __forceinline__ void StoreRemotePair(uint32_t to, float2 v, uint32_t 
       : "memory");
 }
 
-// The barrier's one arrival of a phase, which then waits for `bytes` more.
-__device__ __forceinline__ void ArriveExpectBytes(uint32_t barrier, int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(barrier), "r"(bytes)
-               : "memory");
-}
-
 // Waits for the barrier's phase of this parity to complete, acquiring at cluster scope what the
 // cluster's CTAs stored with it.
 __device__ __forceinline__ void WaitParity(uint32_t barrier, uint32_t parity) {
@@ -284,7 +278,11 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
         shared + static_cast<uint32_t>(kExchangeOffset + buffer * kExchangeBytes);
     const uint32_t barrier = shared + static_cast<uint32_t>(kBarrierOffset + 8 * buffer);
     auto tile_row = [&](int block, int h) { return 64 * block + 16 * warp + lane / 4 + 8 * h; };
-    if (thread_idx == 0) lnepi::ArriveExpectBytes(barrier, n_blocks * 128 * 8);
+    if (thread_idx == 0) {  // the phase's one arrival, which then waits for the statistics' bytes
+      cutlass::arch::ClusterTransactionBarrier::arrive_and_expect_tx(
+          reinterpret_cast<uint64_t*>(smem + kBarrierOffset + 8 * buffer),
+          static_cast<uint32_t>(n_blocks * 128 * 8));
+    }
     if (quad == 0) {
       CUTLASS_PRAGMA_UNROLL
       for (int cta = 0; cta < lnepi::kMaxClusterCtas; ++cta) {
