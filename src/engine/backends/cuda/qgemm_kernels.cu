@@ -93,7 +93,7 @@ bool ArgumentsValid(const QGemmArgs& a) {
 
 int QGemmTileCount() { return 6; }
 
-bool QGemmTileRunsLayerNorm(int tile) { return tile == 5; }
+int QGemmLayerNormTile() { return 5; }
 
 const char* QGemmTileName(int tile) {
   switch (tile) {

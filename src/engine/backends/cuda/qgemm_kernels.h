@@ -59,8 +59,8 @@ struct QGemmArgs {
 
 int QGemmTileCount();
 const char* QGemmTileName(int tile);
-// Whether `tile` is the one with the LayerNorm epilogue (QGemmArgs::ln; it runs nothing else).
-bool QGemmTileRunsLayerNorm(int tile);
+// The tile with the LayerNorm epilogue (QGemmArgs::ln; it runs nothing else).
+int QGemmLayerNormTile();
 // The clusters of n / 128 CTAs that tile runs at once on the current device for a `t` GEMM of n
 // columns (0: none; it takes no such layer).
 int QGemmLayerNormClusters(QuantType t, int64_t n);

@@ -39,15 +39,14 @@ bool FusionDisabled() {
   return v != nullptr && std::string_view(v) == "0";
 }
 
-bool LayerNormFusionDisabled() {
+// SURGE_CUDA_LAYER_NORM_FUSION: 0 never runs a LayerNorm in the GEMM's epilogue; always runs it
+// wherever the own GEMM can, timed faster or not; unset (or anything else) where timed faster.
+enum class LayerNormFusion { kTuned, kOff, kAlways };
+LayerNormFusion LayerNormFusionSetting() {
   const char* v = std::getenv("SURGE_CUDA_LAYER_NORM_FUSION");
-  return v != nullptr && std::string_view(v) == "0";
-}
-
-// SURGE_CUDA_LAYER_NORM_FUSION=always: wherever the own GEMM can run it, timed faster or not.
-bool LayerNormFusionForced() {
-  const char* v = std::getenv("SURGE_CUDA_LAYER_NORM_FUSION");
-  return v != nullptr && std::string_view(v) == "always";
+  const std::string_view s = v != nullptr ? v : "";
+  return s == "0" ? LayerNormFusion::kOff
+                  : (s == "always" ? LayerNormFusion::kAlways : LayerNormFusion::kTuned);
 }
 
 }  // namespace
@@ -387,8 +386,8 @@ void QuantLinears::PlanFusion(const ir::Graph& g, const Program& p) {
   // reading the LayerNorm's copy then reads the other slot than this one (set before that
   // Linear's own planning, which gives its output slot from its input slot).
   auto plan_layer_norm = [&](size_t i, QuantLinearOp& op) {
-    if (LayerNormFusionDisabled() || i + 1 >= p.ops.size() || !op.residual ||
-        op.activation != Activation::kNone || op.n % 128 != 0 || op.n > 1024) {
+    if (LayerNormFusionSetting() == LayerNormFusion::kOff || i + 1 >= p.ops.size() ||
+        !op.residual || op.activation != Activation::kNone || op.n % 128 != 0 || op.n > 1024) {
       return;
     }
     const LoweredOp& ln = p.ops[i + 1];
@@ -675,7 +674,7 @@ Result<std::pair<float, float>> TimeLayerNormFusion(const QuantProbeBuffers& pro
   const QuantGemmOperands o = probe.Operands(op, rows);
   QGemmArgs a = OwnGemmArgs(op, rows, o.w, o.scales, o.xq, o.bias, o.residual, o.out);
   a.ln = probe.LayerNormOperands(op, rows, o);
-  while (a.tile < QGemmTileCount() && !QGemmTileRunsLayerNorm(a.tile)) ++a.tile;
+  a.tile = QGemmLayerNormTile();
   LayerNormArgs la;
   la.rows = rows;
   la.cols = static_cast<int>(op.n);
@@ -826,7 +825,8 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
           op.own.erase(RowBucket(rows));
         }
         if (op.ln_op != 0) {
-          const std::string ln_key = desc_key + (LayerNormFusionForced() ? " ln always" : " ln");
+          const bool always = LayerNormFusionSetting() == LayerNormFusion::kAlways;
+          const std::string ln_key = desc_key + (always ? " ln always" : " ln");
           auto ln = ln_done.find(ln_key);
           if (ln == ln_done.end()) {
             auto timed = TimeLayerNormFusion(probe, rows, stream, op);
@@ -837,8 +837,8 @@ Status QuantLinears::TuneAll(cublasLtHandle_t handle, const QuantProbeBuffers& p
             // Against the bucket's GEMM as chosen (own tile, or cuBLASLt and its passes) and the
             // LayerNorm kernel.
             const auto [fused_us, ln_us] = *timed;
-            const bool faster = std::isfinite(fused_us) &&
-                                (fused_us < own->second.second + ln_us || LayerNormFusionForced());
+            const bool faster =
+                std::isfinite(fused_us) && (fused_us < own->second.second + ln_us || always);
             SURGE_LOG_DEBUG(
                 "quantised GEMM '{}' at {} rows with its LayerNorm: {:.1f} us fused ({} clusters "
                 "of {} CTAs at once), {:.1f} + {:.1f} us apart",
@@ -942,7 +942,7 @@ Status QuantLinearRunner::GemmLayerNorm(const QuantLinearOp& op, int64_t rows, c
   }
   QGemmArgs a = OwnGemmArgs(op, rows, op.w_dev, op.scales_dev, Slot(op.in_slot), bias, residual, y);
   a.ln = ln;
-  while (a.tile < QGemmTileCount() && !QGemmTileRunsLayerNorm(a.tile)) ++a.tile;
+  a.tile = QGemmLayerNormTile();
   if (!QGemmCanImplement(a) || QGemmWorkspaceSize(a) > ws_bytes) return Status::Ok();
   SURGE_CUDA_RETURN_IF_ERROR(QGemmRun(a, ws, stream));
   *ran = true;

@@ -267,7 +267,6 @@ class QuantLinearRunner {
                  void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
   // (op, rows, fp8_out as planned) -> plan; a refused fp8_out plan falls back to FP16 + Quantize.
-
   std::map<std::tuple<size_t, int64_t, bool>, std::unique_ptr<QuantGemm>> plans_;
   std::set<std::pair<size_t, int64_t>> fp8_refused_;  // (op, rows) cuBLASLt ran no e4m3 D for
   DeviceBuffer scratch_;

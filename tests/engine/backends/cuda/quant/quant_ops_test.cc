@@ -544,7 +544,7 @@ TEST(QuantLinearGpu, OwnGemmInEveryTypeTileAndEpilogueMatchesTheReferences) {
   uint32_t seed = 1000;
   for (QuantType t : {QuantType::kInt8, QuantType::kFp8E4M3}) {
     for (int tile = 0; tile < QGemmTileCount(); ++tile) {
-      if (QGemmTileRunsLayerNorm(tile)) continue;  // OwnGemmWithLayerNormMatchesGemmThenLayerNorm
+      if (tile == QGemmLayerNormTile()) continue;  // OwnGemmWithLayerNormMatchesGemmThenLayerNorm
       for (auto [m, n, k] : shapes) {
         for (auto [act, bias, residual, q_out] : epilogues) {
           const bool large = m * n * k > (int64_t{1} << 27);
@@ -742,7 +742,7 @@ TEST(QuantLinearGpu, OwnGemmRefusesWhatItCannotRun) {
     SCOPED_TRACE(QGemmTileName(tile));
     a = plain;
     a.tile = tile;
-    const bool ln = QGemmTileRunsLayerNorm(tile);
+    const bool ln = tile == QGemmLayerNormTile();
     QGemmArgs with_ln = a;
     with_ln.n = 128;
     with_ln.residual = y.p;
@@ -791,6 +791,13 @@ TEST(QuantLinearGpu, OwnGemmRefusesWhatItCannotRun) {
     refused([](QGemmArgs& b) { b.ln.epsilon = -1.f; }, "negative epsilon");
     refused([](QGemmArgs& b) { b.activation = Activation::kGelu; }, "GELU before the LayerNorm");
     refused([&](QGemmArgs& b) { b.ln.gamma = gamma.as<float>() + 1; }, "misaligned gamma");
+    refused(
+        [&](QGemmArgs& b) {
+          b.ln.q.y = x.p;
+          b.ln.q.inv_scale = 0.f;
+        },
+        "a quantised copy with no step");
+    refused([&](QGemmArgs& b) { b.ln.q.y = x.as<char>() + 8; }, "misaligned quantised copy");
   }
   a.tile = QGemmTileCount();
   EXPECT_FALSE(QGemmCanImplement(a)) << "unknown tile";
@@ -808,11 +815,9 @@ TEST(QuantLinearGpu, OwnGemmRefusesWhatItCannotRun) {
 // phases; each case runs twice, and the second call must write the same values.
 TEST(QuantLinearGpu, OwnGemmWithLayerNormMatchesGemmThenLayerNorm) {
   SKIP_WITHOUT_GPU();
-  int ln_tile = -1;
-  for (int t = 0; t < QGemmTileCount(); ++t) {
-    if (QGemmTileRunsLayerNorm(t)) ln_tile = t;
-  }
+  const int ln_tile = QGemmLayerNormTile();
   ASSERT_GE(ln_tile, 0);
+  ASSERT_LT(ln_tile, QGemmTileCount());
   const std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {
       {1, 768, 768}, {200, 768, 768},  {513, 768, 3072}, {37, 256, 64},
       {16, 128, 64}, {300, 1024, 128}, {8300, 768, 768}, {20000, 768, 128}};
