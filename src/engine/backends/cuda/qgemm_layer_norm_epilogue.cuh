@@ -199,14 +199,13 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
     const int quad = lane % 4;
     const int group = static_cast<int>(threadIdx.x) / 128 - 1;  // consumer warpgroup 0 or 1
     const int consumer_warp = group * 4 + warp;
-    const uint32_t stage =
-        static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + consumer_warp * kWarpBytes;
-    const int mi = lane / 8, mrow = lane % 8;
-    const int srow = 8 * (mi & 1) + mrow;  // this lane's stmatrix / ldmatrix row
+    const uint32_t shared = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+    const uint32_t stage = shared + consumer_warp * kWarpBytes;
+    const int mi = lane / 8;
+    const int srow = 8 * (mi & 1) + lane % 8;  // this lane's stmatrix / ldmatrix row
 
     // This thread's 32 columns: n0 + 8 j + 2 quad (+ 1), their scale, bias, gamma and beta from
     // the CTA's copy (init_shared).
-    const uint32_t shared = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
     const uint32_t columns = shared + static_cast<uint32_t>(kColumnsOffset);
     auto column_pair = [&](int what, int j) {  // what: 0 scale, 1 bias, 2 gamma, 3 beta
       return regepi::LdShared64(columns + what * 512 + 4 * (8 * j + 2 * quad));
@@ -222,7 +221,7 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
       __syncwarp();
       CUTLASS_PRAGMA_UNROLL
       for (int u = 0; u < 8; ++u) {
-        const uint32_t maddr = stage + srow * kRowBytes + (((2 * u + (mi >> 1)) ^ mrow) << 4);
+        const uint32_t maddr = regepi::StagedChunk(stage, srow, 2 * u + (mi >> 1), kRowBytes);
         uint32_t r[4];  // (half 0, 2u), (half 1, 2u), (half 0, 2u + 1), (half 1, 2u + 1)
         LdMatrixX4(r, maddr);
         CUTLASS_PRAGMA_UNROLL
@@ -344,7 +343,7 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
     for (int block = 0; block < kBlocks; ++block) {
       CUTLASS_PRAGMA_UNROLL
       for (int u = 0; u < 8; ++u) {
-        const uint32_t maddr = stage + srow * kRowBytes + (((2 * u + (mi >> 1)) ^ mrow) << 4);
+        const uint32_t maddr = regepi::StagedChunk(stage, srow, 2 * u + (mi >> 1), kRowBytes);
         uint32_t r[4];
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < 4; ++i) {
@@ -363,7 +362,7 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
       CUTLASS_PRAGMA_UNROLL
       for (int t = 0; t < 8; ++t) {
         const int row = 2 * t + lane / 16, chunk = lane % 16;
-        const uint4 w = regepi::LdShared128(stage + row * kRowBytes + ((chunk ^ (row % 8)) << 4));
+        const uint4 w = regepi::LdShared128(regepi::StagedChunk(stage, row, chunk, kRowBytes));
         const int grow = row0 + row, gcol = n0 + 8 * chunk;
         if (grow < m_total) {
           const int64_t at = int64_t(grow) * n_total + gcol;
@@ -389,7 +388,7 @@ class LayerNormEpilogue : public RegisterEpilogueInterface<
       const bool valid = row0 + row < m_total;
       const cutlass::half_t* src =
           params_.residual + (valid ? int64_t(row0 + row) * n_total + n0 + 8 * chunk : 0);
-      CpAsync16(stage + row * kRowBytes + ((chunk ^ (row % 8)) << 4), src, valid);
+      CpAsync16(regepi::StagedChunk(stage, row, chunk, kRowBytes), src, valid);
     }
     CpAsyncCommit();
   }

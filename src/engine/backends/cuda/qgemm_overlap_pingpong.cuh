@@ -18,10 +18,10 @@
 // N / 128 CTAs (RowGroupGemm, qgemm_layer_norm_epilogue.cuh), CTA c of a cluster takes column tile
 // c of the cluster's row tiles, so that a row tile's column tiles run at the same time on CTAs
 // the hardware schedules together, and the LayerNorm epilogue can exchange its rows' statistics
-// among them. The mainloop is CUTLASS's for one CTA (no multicast: a 128-row tile does not split
-// into N / 128 slices), its pipeline made as for a cluster of N / 128 along M, so that every
-// CTA's consumers release each stage in all of them: the stage-release arrivals of a one-CTA
-// pipeline would go to the cluster's first CTA.
+// among them. The mainloop is CUTLASS's for one CTA (each CTA loads the row tile's A itself:
+// multicasting it across the cluster measured no faster, docs/perf.md), its pipeline made as for
+// a cluster of N / 128 along M, so that every CTA's consumers release each stage in all of them:
+// the stage-release arrivals of a one-CTA pipeline would go to the cluster's first CTA.
 #pragma once
 
 #include <cutlass/arch/barrier.h>

@@ -56,6 +56,12 @@ __device__ __forceinline__ float2 LdShared64(uint32_t addr) {
   asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
   return v;
 }
+// The staging areas' layout: 16-byte chunk `chunk` of row `row` in rows of `row_bytes` bytes,
+// the chunks swizzled by chunk ^ row % 8, so that ldmatrix / stmatrix (8 rows, one chunk each)
+// and a row's 16-byte loads and stores touch distinct banks.
+__device__ __forceinline__ uint32_t StagedChunk(uint32_t stage, int row, int chunk, int row_bytes) {
+  return stage + static_cast<uint32_t>(row * row_bytes + ((chunk ^ (row & 7)) << 4));
+}
 __device__ __forceinline__ uint32_t Prmt(uint32_t a, uint32_t b, uint32_t selector) {
   uint32_t d;
   asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(selector));
@@ -105,7 +111,7 @@ __device__ __forceinline__ void StageHalfRows(uint32_t stage, const cutlass::hal
     CUTLASS_PRAGMA_UNROLL
     for (int t = 0; t < 4; ++t) {
       const int row = 2 * (4 * batch + t) + lane / 16, chunk = lane % 16;
-      StShared128(stage + row * kRowBytes + ((chunk ^ (row % 8)) << 4), v[t]);
+      StShared128(StagedChunk(stage, row, chunk, kRowBytes), v[t]);
     }
   }
   __syncwarp();
@@ -264,7 +270,7 @@ class RegisterEpilogue
       const int srow = 8 * (mi & 1) + mrow;  // this lane's stmatrix row
       CUTLASS_PRAGMA_UNROLL
       for (int u = 0; u < kUnits; ++u) {
-        const uint32_t maddr = stage + srow * kRowBytes + (((2 * u + (mi >> 1)) ^ mrow) << 4);
+        const uint32_t maddr = regepi::StagedChunk(stage, srow, 2 * u + (mi >> 1), kRowBytes);
         uint32_t r[4];  // (half 0, 2u), (half 1, 2u), (half 0, 2u + 1), (half 1, 2u + 1)
         if constexpr (kResidual) LdMatrixX4(r, maddr);
         CUTLASS_PRAGMA_UNROLL
@@ -310,7 +316,7 @@ class RegisterEpilogue
         CUTLASS_PRAGMA_UNROLL
         for (int t = 0; t < 4; ++t) {
           const int row = 4 * t + lane / 8, chunk = lane % 8;
-          const uint4 w = regepi::LdShared128(stage + row * kRowBytes + ((chunk ^ (row % 8)) << 4));
+          const uint4 w = regepi::LdShared128(regepi::StagedChunk(stage, row, chunk, kRowBytes));
           // Word q holds the column pair q of group 2 chunk (low half) and of 2 chunk + 1 (high).
           const uint4 o =
               make_uint4(regepi::Prmt(w.x, w.y, 0x5410), regepi::Prmt(w.z, w.w, 0x5410),
@@ -325,7 +331,7 @@ class RegisterEpilogue
         CUTLASS_PRAGMA_UNROLL
         for (int t = 0; t < 8; ++t) {
           const int row = 2 * t + lane / 16, chunk = lane % 16;
-          const uint4 w = regepi::LdShared128(stage + row * kRowBytes + ((chunk ^ (row % 8)) << 4));
+          const uint4 w = regepi::LdShared128(regepi::StagedChunk(stage, row, chunk, kRowBytes));
           const int grow = row0 + row, gcol = n0 + 8 * chunk;
           if (grow < m_total && gcol < n_total) {
             *reinterpret_cast<uint4*>(params_.y + int64_t(grow) * n_total + gcol) = w;
