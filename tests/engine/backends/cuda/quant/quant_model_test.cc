@@ -50,6 +50,14 @@ BuilderConfig Config(const std::string& backend, Precision p, int64_t max_batch,
   return c;
 }
 
+// Quantises `c` from `cache` without the accuracy guard (every quantisable Linear at c.precision).
+Status QuantizeUnguarded(const ir::Graph& g, const CalibrationCache& cache, BuilderConfig* c,
+                         QuantizeReport* report = nullptr) {
+  QuantizeOptions o;
+  o.guard = false;
+  return Quantize(g, &cache, o, c, report);
+}
+
 std::shared_ptr<const Engine> Load(const ir::Graph& g, const BuilderConfig& c) {
   auto bytes = builder::BuildPlanFromGraph(g, c);
   EXPECT_TRUE(bytes.ok()) << bytes.status().ToString();
@@ -84,10 +92,8 @@ TEST(CudaQuantModel, BertBaseRandomWeightsInt8AndFp8CosineToFp32) {
               Measure(*fp32, *fp16, eval).Summary().c_str());
   for (Precision p : {Precision::kInt8, Precision::kFp8}) {
     BuilderConfig c = Config("cuda", p, 8, 128);
-    QuantizeOptions o;
-    o.guard = false;
     QuantizeReport report;
-    ASSERT_TRUE(Quantize(*graph, &*cache, o, &c, &report).ok());
+    ASSERT_TRUE(QuantizeUnguarded(*graph, *cache, &c, &report).ok());
     EXPECT_EQ(report.quantised, 49);  // 12 x (QKV, out, FFN1, FFN2) + pooler
     auto plan = Load(*graph, c);
     ASSERT_TRUE(plan);
@@ -170,10 +176,8 @@ TEST(CudaQuantModel, FusedQuantisationAgreesWithSeparateQuantisePasses) {
   const auto eval = Batches(6, 3, 16, 48, 200, true);
   for (Precision p : {Precision::kInt8, Precision::kFp8}) {
     BuilderConfig c = Config("cuda", p, 16, 64);
-    QuantizeOptions o;
-    o.guard = false;
     QuantizeReport report;
-    ASSERT_TRUE(Quantize(g, &*cache, o, &c, &report).ok());
+    ASSERT_TRUE(QuantizeUnguarded(g, *cache, &c, &report).ok());
     auto fused = Load(g, c);
     setenv("SURGE_CUDA_QUANT_FUSION", "0", 1);
     auto plain = Load(g, c);
@@ -212,10 +216,8 @@ TEST(CudaQuantModel, LayerNormInTheGemmEpilogueAgreesWithTheLayerNormKernel) {
   const auto eval = Batches(2, 3, 8, 128, 1000, true);
   for (Precision p : {Precision::kInt8, Precision::kFp8}) {
     BuilderConfig c = Config("cuda", p, 8, 128);
-    QuantizeOptions o;
-    o.guard = false;
     QuantizeReport report;
-    ASSERT_TRUE(Quantize(*graph, &*cache, o, &c, &report).ok());
+    ASSERT_TRUE(QuantizeUnguarded(*graph, *cache, &c, &report).ok());
     setenv("SURGE_CUDA_LAYER_NORM_FUSION", "always", 1);
     auto fused = Load(*graph, c);
     setenv("SURGE_CUDA_LAYER_NORM_FUSION", "0", 1);
@@ -355,10 +357,8 @@ TEST(CudaQuantBuild, HandBuiltEncoderCalibratesAndBuildsWithUniqueLayerNames) {
   auto cache = Calibrate(*graph, Batches(1, 2, 2, 16, small.vocab, true), {}, "small");
   ASSERT_TRUE(cache.ok()) << cache.status().ToString();
   BuilderConfig c = Config("cuda", Precision::kFp8, 4, 32);
-  QuantizeOptions o;
-  o.guard = false;
   QuantizeReport report;
-  Status st = Quantize(*graph, &*cache, o, &c, &report);
+  Status st = QuantizeUnguarded(*graph, *cache, &c, &report);
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(report.quantised, 9);  // 2 x (QKV, out, FFN1, FFN2) + pooler
   EXPECT_EQ(c.quant.layers.size(), 9u);
@@ -386,9 +386,7 @@ TEST(CudaQuantBuild, LayerNormsAfterResidualLinearsArePlannedIntoTheirEpilogue) 
         SCOPED_TRACE(
             fmt::format("hidden {}, {}{}", hidden, PrecisionName(p), off ? ", fusion off" : ""));
         BuilderConfig c = Config("cuda", p, 4, 32);
-        QuantizeOptions o;
-        o.guard = false;
-        ASSERT_TRUE(Quantize(*graph, &*cache, o, &c, nullptr).ok());
+        ASSERT_TRUE(QuantizeUnguarded(*graph, *cache, &c).ok());
         auto program = cuda::AnalyzeGraph(*graph, cuda::QuantBaseConfig(c));
         ASSERT_TRUE(program.ok());
         if (off) setenv("SURGE_CUDA_LAYER_NORM_FUSION", "0", 1);
@@ -436,9 +434,7 @@ TEST(CudaQuantBuild, QuantisedPlansStoreQuantisedWeightsOnly) {
   for (Precision p : {Precision::kInt8, Precision::kFp8}) {
     SCOPED_TRACE(PrecisionName(p));
     BuilderConfig c = Config("cuda", p, 4, 32);
-    QuantizeOptions o;
-    o.guard = false;
-    ASSERT_TRUE(Quantize(*graph, &*cache, o, &c, nullptr).ok());
+    ASSERT_TRUE(QuantizeUnguarded(*graph, *cache, &c).ok());
     c.quant.layers["Linear_8"].precision = Precision::kFp16;  // the pooler stays FP16
     const std::string bytes = plan_of(c);
     ASSERT_FALSE(bytes.empty());
