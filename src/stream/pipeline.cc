@@ -22,14 +22,16 @@ constexpr auto kPoll = std::chrono::milliseconds(200);
 }  // namespace
 
 struct Pipeline::State {
-  int64_t start_ns = 0;
   std::atomic<int64_t> records_read{0};
   std::atomic<int64_t> posts{0};
   std::atomic<bool> failed{false};
   std::atomic<int64_t> newest_ts_ms{INT64_MIN};
-  DeadLetterSink* dead = nullptr;
 
   mutable std::mutex mu;  // guards everything below
+  int64_t start_ns = 0;
+  // The run's dead-letter sink while it runs (its counts are read live); afterwards health holds
+  // its final counts, so that health() never reads a sink that Run created or the caller freed.
+  DeadLetterSink* dead = nullptr;
   Status error;
   PipelineHealth health;
   std::vector<std::pair<double, int64_t>> latency;  // (ms, posts)
@@ -117,10 +119,10 @@ Status Pipeline::Run(PostSource* source, const std::vector<TrendSink*>& sinks,
     SURGE_ASSIGN_OR_RETURN(own_dead, DeadLetterSink::Open(""));
     dead = own_dead.get();
   }
-  s.dead = dead;
-  s.start_ns = NowNs();
   {
     std::lock_guard<std::mutex> lock(s.mu);
+    s.dead = dead;
+    s.start_ns = NowNs();
     s.health.model = res_->model() != nullptr;
     if (res_->model()) {
       s.health.model_name = res_->model()->dir();
@@ -355,6 +357,9 @@ Status Pipeline::Run(PostSource* source, const std::vector<TrendSink*>& sinks,
   }
   {
     std::lock_guard<std::mutex> lock(s.mu);
+    s.health.dead_letters = dead->total();
+    s.health.dead_letters_by_kind = dead->counts();
+    s.dead = nullptr;
     s.health.finished = true;
   }
   PipelineHealth h = health();

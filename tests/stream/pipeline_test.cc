@@ -106,7 +106,18 @@ TEST(PipelineTest, BadRecordsGoToDeadLettersAndTheStreamGoesOn) {
       ++n;
     }
     EXPECT_EQ(n, bad);
+    // After the run, health keeps the final counts: it no longer reads the sink.
+    dead->reset();
+    EXPECT_EQ((*p)->health().dead_letters, static_cast<int64_t>(bad));
   }
+  // Without a dead-letter sink the run keeps its own, and counts the same.
+  auto p = Pipeline::Create(Options(1), testing::LexicalResources());
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto src = JsonlSource::Open(in);
+  MemoryTrendSink sink;
+  ASSERT_TRUE((*p)->Run(src->get(), {&sink}, nullptr).ok());
+  EXPECT_EQ((*p)->health().dead_letters, static_cast<int64_t>(bad));
+  EXPECT_EQ((*p)->health().dead_letters_by_kind["json"], static_cast<int64_t>((bad + 1) / 2));
   fs::remove(in);
   fs::remove(dl);
 }
