@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -80,8 +81,12 @@ class KafkaConsumer {
   // Moves an assigned partition's read position.
   Status Seek(const TopicPartitionOffset& position, int timeout_ms);
   Result<std::vector<TopicPartition>> Assignment() const;
+  // Partitions of `topic`, from the brokers' metadata. kNotFound when it does not exist;
+  // kUnavailable when no broker answers within `timeout_ms`.
+  Result<int> PartitionCount(std::string_view topic, int timeout_ms);
 
-  // Leaves the group cleanly: on_rebalance(kRevoked) runs first so the stage can checkpoint.
+  // Leaves the group cleanly: on_rebalance(kRevoked) runs first so the stage can checkpoint (also
+  // for a rebalance that came since the last Poll); records fetched but not returned are dropped.
   // Afterwards only destruction is valid. kDeadlineExceeded when the group did not answer within
   // `timeout_ms` (coordinator unreachable): the client is then dropped as Abandon does.
   Status Close(int timeout_ms = 30000);
