@@ -21,6 +21,22 @@ std::string SourceUri(const MockCluster& mc, const std::string& topic, const std
   return uri;
 }
 
+// A one-thread lexical pipeline run over `source`, and its health afterwards.
+struct RunOutcome {
+  Status status;
+  PipelineHealth health;
+};
+RunOutcome RunPipeline(PostSource* source, DeadLetterSink* dead) {
+  PipelineOptions o;
+  o.threads = 1;
+  o.annotate.new_words = false;
+  auto pipeline = Pipeline::Create(o);
+  if (!pipeline.ok()) return {pipeline.status(), {}};
+  MemoryTrendSink sink;
+  Status st = (*pipeline)->Run(source, {&sink}, dead);
+  return {st, (*pipeline)->health()};
+}
+
 TEST(KafkaPipelineSourceTest, FeedsThePipelineDeadLettersBadRecordsAndCommitsAtTheEnd) {
   auto mc = StartCluster(1);
   ASSERT_NE(mc, nullptr);
@@ -50,16 +66,11 @@ TEST(KafkaPipelineSourceTest, FeedsThePipelineDeadLettersBadRecordsAndCommitsAtT
   auto source = KafkaPipelineSource::Open(SourceUri(*mc, "surge.posts", "trends"), 3000);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   EXPECT_EQ((*source)->name(), "kafka:surge.posts");
-  PipelineOptions o;
-  o.threads = 1;
-  o.annotate.new_words = false;
-  auto pipeline = Pipeline::Create(o);
-  ASSERT_TRUE(pipeline.ok()) << pipeline.status().ToString();
-  MemoryTrendSink sink;
   auto dead = DeadLetterSink::Open("");
   ASSERT_TRUE(dead.ok());
-  ASSERT_TRUE((*pipeline)->Run(source->get(), {&sink}, dead->get()).ok());
-  PipelineHealth h = (*pipeline)->health();
+  RunOutcome run = RunPipeline(source->get(), dead->get());
+  ASSERT_TRUE(run.status.ok()) << run.status.ToString();
+  PipelineHealth& h = run.health;
   EXPECT_EQ(h.posts, kPosts);
   EXPECT_EQ(h.dead_letters, 2);
   EXPECT_EQ(h.dead_letters_by_kind["json"], 1);
@@ -78,6 +89,37 @@ TEST(KafkaPipelineSourceTest, FeedsThePipelineDeadLettersBadRecordsAndCommitsAtT
   int64_t total = 0;
   for (const auto& tpo : *after) total += tpo.offset;
   EXPECT_EQ(total, kPosts + 2);  // every record, the dead letters included
+}
+
+// A join that outlasts its allowance is waited for while the brokers answer for the topic: here
+// the coordinator is still loading the group's offsets (after a failover) for longer than that.
+TEST(KafkaPipelineSourceTest, WaitsForASlowJoinWhileTheBrokersAnswer) {
+  auto mc = StartCluster(1);
+  ASSERT_NE(mc, nullptr);
+  ASSERT_TRUE(mc->CreateTopic("surge.posts", 2).ok());
+  auto producer = MakeProducer(*mc);
+  ASSERT_NE(producer, nullptr);
+  const int kPosts = 40;
+  for (int i = 1; i <= kPosts; ++i) {
+    const std::string value = PostToJson(TestPost(i));
+    ProducerRecord r;
+    r.topic = "surge.posts";
+    r.value = value;
+    ASSERT_TRUE(producer->Produce(r).ok());
+  }
+  ASSERT_TRUE(producer->Flush(kPatienceMs).ok());
+  // Each join attempt is answered after 1 s with "loading": longer in all than the join
+  // allowance (idle_ms + 10 s), whatever the client's backoff between them.
+  const int kIdleMs = 3000;
+  std::vector<std::pair<rd_kafka_resp_err_t, int>> loading(
+      (kIdleMs + 10000) / 1000 + 1, {RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS, 1000});
+  ASSERT_TRUE(mc->PushBrokerErrors(1, ApiKey::kJoinGroup, loading).ok());
+
+  auto source = KafkaPipelineSource::Open(SourceUri(*mc, "surge.posts", "trends"), kIdleMs);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  RunOutcome run = RunPipeline(source->get(), nullptr);
+  ASSERT_TRUE(run.status.ok()) << run.status.ToString();
+  EXPECT_EQ(run.health.posts, kPosts);
 }
 
 TEST(KafkaPipelineSourceTest, AUriWithoutATopicIsRefused) {

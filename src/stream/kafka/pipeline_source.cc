@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/logging.h"
+
 namespace surge::stream::kafka {
 
 Result<std::unique_ptr<KafkaPipelineSource>> KafkaPipelineSource::Open(const std::string& uri,
@@ -13,6 +15,7 @@ Result<std::unique_ptr<KafkaPipelineSource>> KafkaPipelineSource::Open(const std
   if (u.group.empty()) u.group = "surge-trends";
   auto s = std::unique_ptr<KafkaPipelineSource>(new KafkaPipelineSource());
   s->name_ = "kafka:" + u.topic;
+  s->topic_ = u.topic;
   s->idle_ms_ = std::max(0, idle_ms);
   KafkaPostSourceOptions o;
   o.uri = u;
@@ -65,11 +68,32 @@ Result<bool> KafkaPipelineSource::Read(RecordBlock* block, size_t /*max_records*
       if (parts.ok() && !parts->empty()) {
         assigned_ = true;
         last_record_ = now;
-      } else if (now - last_record_ > std::chrono::milliseconds(idle_ms_ + kJoinAllowanceMs)) {
+        continue;
+      }
+      // A join slower than its allowance: are the brokers there and the topic with them? If so,
+      // the group is up and only rebalancing, which can take several rounds (members joining,
+      // a member slow to rejoin, a metadata change mid-join): wait for it a while longer.
+      const auto waited = now - last_record_;
+      if (!cluster_answered_ && waited > std::chrono::milliseconds(idle_ms_ + kJoinAllowanceMs)) {
+        Result<int> partitions = source_->consumer().PartitionCount(topic_, kMetadataTimeoutMs);
+        if (!partitions.ok()) {
+          return UnavailableError(
+              "{}: no partition assigned in {} ms: {} (are the brokers reachable and does the "
+              "topic exist?)",
+              name_, idle_ms_ + kJoinAllowanceMs, partitions.status().message());
+        }
+        cluster_answered_ = true;
+        SURGE_LOG_WARN(
+            "{}: group '{}' has assigned this reader no partition in {} ms; the brokers answer "
+            "and the topic has {} partition(s): waiting up to {} ms in all for the rebalance",
+            name_, source_->consumer().group(), idle_ms_ + kJoinAllowanceMs, *partitions,
+            idle_ms_ + kRebalanceAllowanceMs);
+      }
+      if (waited > std::chrono::milliseconds(idle_ms_ + kRebalanceAllowanceMs)) {
         return UnavailableError(
-            "{}: no partition assigned in {} ms (are the brokers reachable and does the topic "
-            "exist?)",
-            name_, idle_ms_ + kJoinAllowanceMs);
+            "{}: group '{}' assigned this reader no partition in {} ms (a rebalance that did not "
+            "settle, or more readers in the group than the topic has partitions)",
+            name_, source_->consumer().group(), idle_ms_ + kRebalanceAllowanceMs);
       }
       continue;
     }

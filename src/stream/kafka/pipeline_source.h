@@ -9,7 +9,10 @@
 // worker`, docs/kafka.md) checkpoint state with its offsets instead and lose or double nothing.
 //
 // The stream ends after `idle_ms` without a record (0: never; then Stop() ends it); a stream that
-// never delivered one is an Unavailable error then (unreachable brokers, an empty topic).
+// never delivered one is an Unavailable error then (unreachable brokers, an empty topic). The idle
+// clock starts when the group assigns this reader partitions. The join before that has idle_ms +
+// 10 s; then the brokers are asked for the topic's metadata: without an answer (or without the
+// topic) the source fails, with one the group is only rebalancing and has up to idle_ms + 60 s.
 //
 // Thread safety: Read/CommitAll on one thread; Stop from any.
 #pragma once
@@ -39,11 +42,17 @@ class KafkaPipelineSource final : public PostSource {
   KafkaPipelineSource() = default;
   std::unique_ptr<KafkaPostSource> source_;
   std::string name_;
+  std::string topic_;
   int idle_ms_ = 0;
   std::atomic<bool> stop_{false};
   bool received_ = false;
   bool assigned_ = false;  // the group has assigned this reader partitions (idle clock running)
-  static constexpr int kJoinAllowanceMs = 10000;  // for the group join, on top of idle_ms
+  // On top of idle_ms, before the first assignment: for the group join; then, where the brokers
+  // answer a metadata request for the topic, for the group's rebalance to settle.
+  static constexpr int kJoinAllowanceMs = 10000;
+  static constexpr int kRebalanceAllowanceMs = 60000;
+  static constexpr int kMetadataTimeoutMs = 5000;
+  bool cluster_answered_ = false;
   std::chrono::steady_clock::time_point last_record_;
   PostBatch batch_;
   std::vector<SourceError> pending_errors_;
