@@ -27,6 +27,15 @@ std::string SourceUri(const MockCluster& mc, const std::string& topic, const std
   return uri;
 }
 
+// The group coordinator answers every join "loading" after 2 s for at least `ms` in all, whatever
+// the client's backoff between attempts (as after a failover, while it loads the group's offsets).
+Status CoordinatorLoadingFor(MockCluster& mc, int ms) {
+  constexpr int kLoadingMs = 2000;
+  std::vector<std::pair<rd_kafka_resp_err_t, int>> loading(
+      ms / kLoadingMs + 1, {RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS, kLoadingMs});
+  return mc.PushBrokerErrors(1, ApiKey::kJoinGroup, loading);
+}
+
 // A one-thread lexical pipeline run over `source`, and its health afterwards.
 struct RunOutcome {
   Status status;
@@ -114,19 +123,35 @@ TEST(KafkaPipelineSourceTest, WaitsForASlowJoinWhileTheBrokersAnswer) {
     ASSERT_TRUE(producer->Produce(r).ok());
   }
   ASSERT_TRUE(producer->Flush(kPatienceMs).ok());
-  // Each join attempt is answered after 2 s with "loading": longer in all than the join
-  // allowance (idle_ms + 10 s), whatever the client's backoff between them.
-  const int kIdleMs = 3000, kLoadingMs = 2000;
-  std::vector<std::pair<rd_kafka_resp_err_t, int>> loading(
-      (kIdleMs + 10000) / kLoadingMs + 1,
-      {RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS, kLoadingMs});
-  ASSERT_TRUE(mc->PushBrokerErrors(1, ApiKey::kJoinGroup, loading).ok());
+  // Loading for longer than the join allowance (idle_ms + 10 s), shorter than the rebalance's.
+  const int kIdleMs = 3000;
+  ASSERT_TRUE(CoordinatorLoadingFor(*mc, kIdleMs + 10000).ok());
 
   auto source = KafkaPipelineSource::Open(SourceUri(*mc, "surge.posts", "trends"), kIdleMs);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   RunOutcome run = RunPipeline(source->get(), nullptr);
   ASSERT_TRUE(run.status.ok()) << run.status.ToString();
   EXPECT_EQ(run.health.posts, kPosts);
+}
+
+// A group that does not settle within the rebalance's allowance either (idle_ms + 60 s) fails the
+// run with that reason, not as unreachable brokers: they answer.
+TEST(KafkaPipelineSourceTest, ARebalanceThatDoesNotSettleIsAClearError) {
+  auto mc = StartCluster(1);
+  ASSERT_NE(mc, nullptr);
+  ASSERT_TRUE(mc->CreateTopic("surge.posts", 1).ok());
+  const int kIdleMs = 1000;
+  ASSERT_TRUE(CoordinatorLoadingFor(*mc, kIdleMs + 60000 + 10000).ok());
+  auto source = KafkaPipelineSource::Open(SourceUri(*mc, "surge.posts", "trends"), kIdleMs);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  RunOutcome run = RunPipeline(source->get(), nullptr);
+  ASSERT_FALSE(run.status.ok());
+  EXPECT_EQ(run.status.code(), StatusCode::kUnavailable) << run.status.ToString();
+  EXPECT_NE(
+      run.status.message().find("group 'trends' assigned this reader no partition in 61000 ms"),
+      std::string::npos)
+      << run.status.ToString();
+  EXPECT_EQ(run.health.posts, 0);
 }
 
 TEST(KafkaPipelineSourceTest, AUriWithoutATopicIsRefused) {

@@ -47,12 +47,12 @@ class KafkaPipelineSource final : public PostSource {
   std::atomic<bool> stop_{false};
   bool received_ = false;
   bool assigned_ = false;  // the group has assigned this reader partitions (idle clock running)
+  bool cluster_answered_ = false;  // the brokers answered for the topic during a slow join
   // On top of idle_ms, before the first assignment: for the group join; then, where the brokers
   // answer a metadata request for the topic, for the group's rebalance to settle.
   static constexpr int kJoinAllowanceMs = 10000;
   static constexpr int kRebalanceAllowanceMs = 60000;
   static constexpr int kMetadataTimeoutMs = 5000;
-  bool cluster_answered_ = false;
   std::chrono::steady_clock::time_point last_record_;
   PostBatch batch_;
   std::vector<SourceError> pending_errors_;
