@@ -332,45 +332,6 @@ TEST(KafkaClientTest, GroupOfTwoSharesPartitionsAndRebalancesWhenOneLeaves) {
   EXPECT_EQ(assignment->size(), 4u);
 }
 
-// A member that stops polling (busy, or paused) while another joins owes the group a revoke it
-// has not been handed yet, and holds records fetched but not handed out. Closing it serves that
-// revoke through its handler, drops those records and leaves the group; the other member then
-// gets every partition and reads every record once (nothing was committed for them).
-TEST(KafkaClientTest, AMemberThatStoppedPollingClosesWithTheRevokeItOwes) {
-  auto mc = StartCluster(1);
-  ASSERT_NE(mc, nullptr);
-  ASSERT_TRUE(mc->CreateTopic("idle", 2).ok());
-  GroupMember a, b;
-  a.consumer = MakeConsumer(*mc, "idle-group", Track(&a), "member-a");
-  ASSERT_NE(a.consumer, nullptr);
-  ASSERT_TRUE(a.consumer->Subscribe({"idle"}).ok());
-  std::map<int, int> reads;
-  ASSERT_TRUE(
-      testing::WaitFor([&] { return a.owned.size() == 2; }, [&] { PollAndCommit(a, &reads); }));
-  // Records that a fetches but is not handed: they are still in its queue when it closes.
-  auto producer = MakeProducer(*mc);
-  ASSERT_NE(producer, nullptr);
-  for (int i = 0; i < 50; ++i) {
-    ASSERT_TRUE(producer->Produce("idle", "k" + std::to_string(i), std::to_string(i)).ok());
-  }
-  ASSERT_TRUE(producer->Flush(kPatienceMs).ok());
-  b.consumer = MakeConsumer(*mc, "idle-group", Track(&b), "member-b");
-  ASSERT_NE(b.consumer, nullptr);
-  ASSERT_TRUE(b.consumer->Subscribe({"idle"}).ok());
-  // b's join puts the group into a rebalance, which a's heartbeats (every 300 ms) learn of; a
-  // does not poll, so its revoke waits in its queue, and b cannot be assigned meanwhile.
-  for (int i = 0; i < 30; ++i) PollAndCommit(b, &reads, /*rebalance_may_refuse=*/true);
-  EXPECT_TRUE(b.owned.empty());
-  ASSERT_TRUE(a.consumer->Close().ok());
-  ASSERT_FALSE(a.events.empty());
-  EXPECT_EQ(a.events.back(), RebalanceKind::kRevoked);
-  EXPECT_TRUE(a.owned.empty());
-  ASSERT_TRUE(testing::WaitFor([&] { return b.owned.size() == 2 && b.read == 50; },
-                               [&] { PollAndCommit(b, &reads, true); }))
-      << "b owns " << b.owned.size() << ", read " << b.read;
-  for (const auto& [value, n] : reads) EXPECT_EQ(n, 1) << "value " << value << " read " << n;
-}
-
 // A member whose rebalance handler fails for its partitions (it could not restore their state)
 // keeps them assigned but returns none of their records, even those already fetched when the
 // partitions are paused; once the group assigns them again and the handler succeeds, they are

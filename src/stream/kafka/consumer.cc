@@ -50,8 +50,8 @@ struct KafkaConsumer::Impl : internal::ClientState {
   static constexpr int kDestroyCloseMs = 30000;
 
   // Leaves the group. rd_kafka_consumer_close waits for the coordinator without a bound when it
-  // is gone with a commit outstanding; the close runs in the background instead, its events
-  // served here (ServeCloseEvent), for timeout_ms at most, after which the client is dropped on
+  // is gone with a commit outstanding; the close runs in the background instead, its callbacks
+  // (the revoke) served here, for timeout_ms at most, after which the client is dropped on
   // destruction (close_abandoned).
   Status CloseWithin(int timeout_ms) {
     rd_kafka_queue_t* queue = rd_kafka_queue_new(rk);
@@ -75,26 +75,12 @@ struct KafkaConsumer::Impl : internal::ClientState {
                               options.group, timeout_ms);
           break;
         }
-        ServeCloseEvent(rd_kafka_queue_poll(queue, 100));
+        rd_kafka_queue_poll_callback(queue, 100);
       }
     }
     rd_kafka_queue_destroy(queue);
     closed = true;
     return status;
-  }
-
-  // One event of the close queue, which gets what the consumer's queue still holds. Records
-  // fetched but not handed out are dropped (nothing after the last Poll was returned, so nothing
-  // is lost: the next owner reads them from the committed offset), and so are errors. A rebalance
-  // that came while the application was not polling (a busy member when another joined) arrives
-  // as an event too, and the group's close waits until it is applied. (Serving this queue through
-  // callbacks alone, librdkafka aborts the process at the first record.)
-  void ServeCloseEvent(rd_kafka_event_t* ev) {
-    if (ev == nullptr) return;
-    if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_REBALANCE) {
-      OnRebalance(rd_kafka_event_error(ev), rd_kafka_event_topic_partition_list(ev));
-    }
-    rd_kafka_event_destroy(ev);
   }
 
   void OnRebalance(rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts) {

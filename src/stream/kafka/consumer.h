@@ -85,8 +85,7 @@ class KafkaConsumer {
   // kUnavailable when no broker answers within `timeout_ms`.
   Result<int> PartitionCount(std::string_view topic, int timeout_ms);
 
-  // Leaves the group cleanly: on_rebalance(kRevoked) runs first so the stage can checkpoint (also
-  // for a rebalance that came since the last Poll); records fetched but not returned are dropped.
+  // Leaves the group cleanly: on_rebalance(kRevoked) runs first so the stage can checkpoint.
   // Afterwards only destruction is valid. kDeadlineExceeded when the group did not answer within
   // `timeout_ms` (coordinator unreachable): the client is then dropped as Abandon does.
   Status Close(int timeout_ms = 30000);
